@@ -1,0 +1,130 @@
+"""Scaled dot-product attention and multi-head attention.
+
+Paper: §3.2.1 (Eq. 1) and §3.2.2.
+
+    Attention(Q, K, V) = softmax(Q Kᵀ / √d_k) V
+    MultiHead(Q, K, V) = Concat(head_1, …, head_h) W^O,  head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def _check_mask(mask: torch.Tensor) -> None:
+    if mask.dtype != torch.bool:
+        raise TypeError(
+            f"masks in this course are bool tensors with True = 'may attend'; got dtype {mask.dtype}. "
+            "Build one with transformer_lessons.masks (padding_mask, causal_mask) or compare, e.g. tokens != pad_id."
+        )
+
+
+def scaled_dot_product_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    dropout: Callable[[torch.Tensor], torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax(Q Kᵀ / √d_k) V, returning the attention weights as well.
+
+    Args:
+        query: ``(..., T, Dh)``.
+        key: ``(..., S, Dh)``.
+        value: ``(..., S, Dv)``.
+        mask: optional BoolTensor broadcastable to ``(..., T, S)``; ``True`` = may attend.
+        dropout: optional module (e.g. ``nn.Dropout``) applied to the weights
+            before they mix the values (paper §5.4 applies dropout throughout).
+
+    Returns:
+        ``(output, weights)``: output ``(..., T, Dv)``; weights ``(..., T, S)``,
+        the softmax probabilities before dropout. Each row sums to 1, masked keys
+        get exactly 0, and a query with every key masked gets an all-zero row
+        (and a zero output) rather than NaN, as ``F.scaled_dot_product_attention``
+        does.
+    """
+    d_k = query.size(-1)
+    scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (..., T, Dh) @ (..., Dh, S) -> (..., T, S)
+    if mask is not None:
+        _check_mask(mask)
+        # -inf makes exp() exactly 0: masked keys get no weight at all.
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)  # over the keys: each query's weights sum to 1
+    if mask is not None:
+        # A row whose keys are all masked is NaN after softmax (0/0); make it 0 instead.
+        weights = weights.masked_fill(~mask, 0.0)
+    mixed = weights if dropout is None else dropout(weights)
+    return mixed @ value, weights  # (..., T, S) @ (..., S, Dv) -> (..., T, Dv)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention with the heads computed in one batched matmul.
+
+    Args:
+        d_model: width of the inputs and the output (``D``).
+        n_heads: number of heads ``H``; each works in ``Dh = D / H`` dimensions.
+        dropout: dropout on the attention weights.
+
+    Shape:
+        query ``(B, T, D)``, key and value ``(B, S, D)``, mask broadcastable to
+        ``(B, H, T, S)``; output ``(B, T, D)``.
+
+    Attributes:
+        attn_weights: the last call's weights ``(B, H, T, S)`` (detached), or
+            ``None`` when they were not recorded.
+        record_weights: ``None`` (default) records weights in eval mode only, and
+            in training mode uses the fused ``F.scaled_dot_product_attention``,
+            which gives the same output faster but no weights. ``True`` always
+            records, ``False`` never does.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.1):
+        super().__init__()
+        if d_model % n_heads != 0:
+            raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads}): each head gets d_model / n_heads dimensions")
+        self.d_model = d_model
+        self.n_heads = n_heads
+        self.d_head = d_model // n_heads
+        # W^Q, W^K, W^V hold all heads side by side: (D, H * Dh) = (D, D).
+        self.w_q = nn.Linear(d_model, d_model)
+        self.w_k = nn.Linear(d_model, d_model)
+        self.w_v = nn.Linear(d_model, d_model)
+        self.w_o = nn.Linear(d_model, d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.record_weights: bool | None = None
+        self.attn_weights: torch.Tensor | None = None
+
+    def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        B, L, _ = x.shape
+        return x.view(B, L, self.n_heads, self.d_head).transpose(1, 2)  # (B, L, D) -> (B, H, L, Dh)
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        B, T, _ = query.shape
+        q = self._split_heads(self.w_q(query))  # (B, H, T, Dh)
+        k = self._split_heads(self.w_k(key))  # (B, H, S, Dh)
+        v = self._split_heads(self.w_v(value))  # (B, H, S, Dh)
+
+        record = self.record_weights if self.record_weights is not None else not self.training
+        if record:
+            out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)  # (B, H, T, Dh), (B, H, T, S)
+            self.attn_weights = weights.detach()
+        else:
+            if mask is not None:
+                _check_mask(mask)  # F.sdpa shares our convention: bool, True = may attend
+            p = self.dropout.p if self.training else 0.0
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # (B, H, T, Dh)
+            self.attn_weights = None
+
+        out = out.transpose(1, 2).reshape(B, T, self.d_model)  # (B, H, T, Dh) -> (B, T, D)
+        return self.w_o(out)

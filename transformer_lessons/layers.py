@@ -1,0 +1,166 @@
+"""The building blocks between attention and the full model.
+
+Embeddings (§3.4), positional encoding (§3.5), layer normalisation (Ba et al.
+2016, used in §3.1), the position-wise feed-forward network (§3.3) and the
+residual sublayer connection (§3.1, §5.4).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+from torch import nn
+
+
+class Embeddings(nn.Module):
+    """Token embedding multiplied by √d_model (paper §3.4).
+
+    The scaling keeps the embeddings on the same scale as the positional
+    encoding they are added to: with Xavier-initialised tables of width 512,
+    raw embeddings would be about 20x smaller than the sin/cos values.
+
+    Shape:
+        tokens ``(B, L)`` -> ``(B, L, D)``.
+    """
+
+    def __init__(self, vocab_size: int, d_model: int):
+        super().__init__()
+        self.table = nn.Embedding(vocab_size, d_model)
+        self.d_model = d_model
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.table(tokens) * math.sqrt(self.d_model)  # (B, L) -> (B, L, D)
+
+
+def sinusoidal_positional_encoding(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """The paper's fixed positional encoding (§3.5).
+
+    ``PE[pos, 2i] = sin(pos / base^(2i/d_model))`` and
+    ``PE[pos, 2i+1] = cos(pos / base^(2i/d_model))``: even columns hold sines,
+    odd columns cosines, and the wavelengths grow geometrically from 2π to
+    ``base``·2π.
+
+    Returns:
+        FloatTensor ``(max_len, d_model)``.
+    """
+    if d_model % 2:
+        raise ValueError(f"d_model must be even for sin/cos pairs, got {d_model}")
+    position = torch.arange(max_len, dtype=torch.float32)[:, None]  # (L, 1)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float32)  # (D/2,)
+    angle = position / base ** (two_i / d_model)  # (L, 1) / (D/2,) -> (L, D/2)
+    pe = torch.empty(max_len, d_model)
+    pe[:, 0::2] = torch.sin(angle)
+    pe[:, 1::2] = torch.cos(angle)
+    return pe
+
+
+class PositionalEncoding(nn.Module):
+    """Adds the sinusoidal table to the embeddings, then dropout (§3.5, §5.4).
+
+    Shape:
+        ``(B, L, D)`` -> ``(B, L, D)``, with ``L <= max_len``.
+    """
+
+    def __init__(self, d_model: int, dropout: float = 0.1, max_len: int = 512, base: float = 10000.0):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.max_len = max_len
+        # A buffer, not a parameter: it moves with .to(device) but is never trained,
+        # and persistent=False keeps it out of checkpoints (it is recomputed).
+        self.register_buffer("pe", sinusoidal_positional_encoding(max_len, d_model, base), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        length = x.size(1)
+        if length > self.max_len:
+            raise ValueError(f"sequence of length {length} is longer than the model's max_len={self.max_len}")
+        return self.dropout(x + self.pe[:length])  # (B, L, D) + (L, D)
+
+
+class LearnedPositionalEmbedding(nn.Module):
+    """A trained vector per position instead of the sinusoid (§3.5 found them about equal).
+
+    Shape:
+        ``(B, L, D)`` -> ``(B, L, D)``, with ``L <= max_len``: unlike the
+        sinusoid it cannot extrapolate past the longest position it was built for.
+    """
+
+    def __init__(self, d_model: int, dropout: float = 0.1, max_len: int = 512):
+        super().__init__()
+        self.table = nn.Embedding(max_len, d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.max_len = max_len
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        length = x.size(1)
+        if length > self.max_len:
+            raise ValueError(f"sequence of length {length} is longer than the model's max_len={self.max_len}")
+        positions = torch.arange(length, device=x.device)  # (L,)
+        return self.dropout(x + self.table(positions))  # (B, L, D) + (L, D)
+
+
+class LayerNorm(nn.Module):
+    """Layer normalisation written out, equal to ``nn.LayerNorm(d_model)``.
+
+    ``y = gain * (x - mean) / sqrt(var + eps) + bias`` over the last axis, with
+    the *biased* variance and ``eps`` inside the square root, as ``nn.LayerNorm``
+    does. (The Annotated Transformer divides by ``std + eps`` with the unbiased
+    std: close, but not the same function.)
+
+    Shape:
+        ``(..., D)`` -> ``(..., D)``.
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d_model))  # gain; names match nn.LayerNorm
+        self.bias = nn.Parameter(torch.zeros(d_model))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mean = x.mean(dim=-1, keepdim=True)  # (..., 1)
+        var = x.var(dim=-1, keepdim=True, unbiased=False)  # (..., 1)
+        return self.weight * (x - mean) / torch.sqrt(var + self.eps) + self.bias
+
+
+class PositionwiseFeedForward(nn.Module):
+    """FFN(x) = max(0, x W1 + b1) W2 + b2, applied to every position alike (§3.3, Eq. 2).
+
+    Shape:
+        ``(B, L, D)`` -> ``(B, L, D)`` through ``(B, L, d_ff)``.
+    """
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.1):
+        super().__init__()
+        self.w_1 = nn.Linear(d_model, d_ff)
+        self.w_2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)  # on the hidden activations, as tensor2tensor does
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = torch.relu(self.w_1(x))  # (B, L, D) -> (B, L, d_ff)
+        return self.w_2(self.dropout(hidden))  # (B, L, d_ff) -> (B, L, D)
+
+
+class SublayerConnection(nn.Module):
+    """Residual connection around a sublayer, with its LayerNorm and dropout.
+
+    Post-norm (the paper, §3.1 and §5.4): ``LayerNorm(x + Dropout(sublayer(x)))``.
+    Pre-norm (``norm_first=True``, Xiong et al. 2020): ``x + Dropout(sublayer(LayerNorm(x)))``,
+    which trains more stably without warm-up but needs a final LayerNorm after
+    the stack (the Encoder and Decoder add it).
+
+    Shape:
+        ``(B, L, D)`` -> ``(B, L, D)``.
+    """
+
+    def __init__(self, d_model: int, dropout: float = 0.1, norm_first: bool = False):
+        super().__init__()
+        self.norm = LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.norm_first = norm_first
+
+    def forward(self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        if self.norm_first:
+            return x + self.dropout(sublayer(self.norm(x)))
+        return self.norm(x + self.dropout(sublayer(x)))
