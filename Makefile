@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 # Tests and CI read Multi30k from the shared copy beside the project when there is one.
-DATA   ?= $(wildcard ../shared/data/multi30k)
+DATA   ?= $(abspath $(wildcard ../shared/data/multi30k))
 
 .PHONY: lab test unit notebooks setup bench clean
 

@@ -1,0 +1,99 @@
+"""Static rules every course notebook keeps (nbval executes them; this reads them).
+
+These catch what execution alone does not: a notebook saved with an error, a
+path of the author's machine in an output, an exercise without its check, or a
+lesson that forgets to tell the learner what they will get out of it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+# Notebooks whose lesson includes an interactive attention explorer (issue: foundation, §4).
+WITH_EXPLORER = ("01", "02", "03", "06", "07")
+
+
+def _load(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _source(cell: dict) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def test_notebooks_are_numbered_without_gaps():
+    numbers = [int(p.name[:2]) for p in NOTEBOOKS]
+    assert numbers, "no notebooks found"
+    assert numbers == list(range(len(numbers))), f"notebook numbers must run 00, 01, … without gaps: {numbers}"
+
+
+@pytest.fixture(params=NOTEBOOKS, ids=lambda p: p.stem)
+def notebook(request):
+    return request.param, _load(request.param)
+
+
+def test_kernel_is_python3(notebook):
+    path, nb = notebook
+    assert nb["metadata"].get("kernelspec", {}).get("name") == "python3", f"{path.name}: kernelspec must be python3"
+
+
+def test_saved_with_outputs_and_no_errors(notebook):
+    path, nb = notebook
+    code = [c for c in nb["cells"] if c["cell_type"] == "code" and _source(c).strip()]
+    assert code, f"{path.name} has no code"
+    errors = [_source(c)[:60] for c in code for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors, f"{path.name} is saved with error outputs in cells starting: {errors}"
+    unexecuted = [_source(c)[:60] for c in code if c.get("execution_count") is None]
+    assert not unexecuted, f"{path.name} has cells that were never run: {unexecuted}"
+
+
+def test_no_machine_paths(notebook):
+    path, _ = notebook
+    text = path.read_text(encoding="utf-8")
+    hits = sorted(set(re.findall(r"/(?:work|tmp|root|home)/[A-Za-z][\w./-]*", text)))
+    assert not hits, f"{path.name} contains paths of the machine it was run on: {hits[:5]}"
+
+
+def test_opens_with_goals_and_time(notebook):
+    path, nb = notebook
+    first = nb["cells"][0]
+    assert first["cell_type"] == "markdown", f"{path.name} must open with a markdown cell"
+    text = _source(first)
+    assert text.lstrip().startswith("#"), f"{path.name}: the first cell should start with a title"
+    assert re.search(r"\d+\s*(min|minutes|hour)", text), f"{path.name}: say how long the notebook takes"
+    assert re.search(r"GPU", text), f"{path.name}: say whether a GPU helps"
+
+
+def test_exercises_have_checks(notebook):
+    path, nb = notebook
+    if path.name.startswith("00_"):
+        return  # the roadmap has no exercise
+    sources = [_source(c) for c in nb["cells"] if c["cell_type"] == "code"]
+    exercise_cells = [i for i, s in enumerate(sources) if "# BEGIN SOLUTION" in s]
+    assert exercise_cells, f"{path.name} has no exercise (# BEGIN SOLUTION … # END SOLUTION)"
+    for i in exercise_cells:
+        s = sources[i]
+        assert s.count("# BEGIN SOLUTION") == s.count("# END SOLUTION"), f"{path.name}: unbalanced solution markers"
+        assert re.search(r"# BEGIN SOLUTION:\s*\S", s), f"{path.name}: the BEGIN SOLUTION line must carry the stub's hint"
+        later = "\n".join(sources[i + 1 : i + 3])
+        assert re.search(r"check_\w+\(", later), f"{path.name}: the exercise in code cell {i} is not followed by a check"
+
+
+def test_explorer_notebooks_have_an_attention_widget(notebook):
+    path, nb = notebook
+    if path.name[:2] not in WITH_EXPLORER:
+        return
+    code = "\n".join(_source(c) for c in nb["cells"] if c["cell_type"] == "code")
+    assert "attention_explorer(" in code, f"{path.name} should let the learner explore attention with viz.attention_explorer"
+
+
+def test_no_path_hacks(notebook):
+    path, nb = notebook
+    code = "\n".join(_source(c) for c in nb["cells"] if c["cell_type"] == "code")
+    assert "sys.path" not in code and "os.chdir" not in code, f"{path.name}: import the installed package, no sys.path/os.chdir hacks"
