@@ -19,7 +19,7 @@ from transformer_lessons import checks
 from transformer_lessons.attention import MultiHeadAttention, scaled_dot_product_attention
 from transformer_lessons.checks import ExerciseError
 from transformer_lessons.layers import LayerNorm, PositionwiseFeedForward, sinusoidal_positional_encoding
-from transformer_lessons.masks import causal_mask, padding_mask
+from transformer_lessons.masks import causal_mask, padding_mask, target_mask
 
 # --- reference answers written the way a learner would --------------------------------
 
@@ -359,6 +359,7 @@ REFERENCES = {
     "scaled_dot_product_attention": (checks.check_scaled_dot_product_attention, scaled_dot_product_attention),
     "causal_mask": (checks.check_causal_mask, causal_mask),
     "padding_mask": (checks.check_padding_mask, padding_mask),
+    "target_mask": (checks.check_target_mask, target_mask),
     "positional_encoding": (checks.check_positional_encoding, sinusoidal_positional_encoding),
     "multi_head_attention": (checks.check_multi_head_attention, MultiHeadAttention),
     "layer_norm": (checks.check_layer_norm, LayerNorm),
@@ -394,6 +395,13 @@ BUGS = {
     "causal-additive": ("causal_mask", lambda n: torch.full((n, n), float("-inf")).triu(1), "additive"),
     "causal-all-true": ("causal_mask", lambda n: torch.ones(n, n, dtype=torch.bool), "everywhere"),
     # padding mask
+    "target-causal-only": ("target_mask", lambda t, p: causal_mask(t.size(1)), "only the causal part"),
+    "target-padding-only": ("target_mask", lambda t, p: padding_mask(t, p), "only the padding part"),
+    "target-or": ("target_mask", lambda t, p: padding_mask(t, p) | causal_mask(t.size(1)), "OR"),
+    "target-inverted": ("target_mask", lambda t, p: ~target_mask(t, p), "inverted"),
+    "target-query-padding": ("target_mask", lambda t, p: (t != p)[:, None, :, None] & causal_mask(t.size(1)), "queries (rows)"),
+    "target-upper": ("target_mask", lambda t, p: padding_mask(t, p) & causal_mask(t.size(1)).T, "upper triangle"),
+    "target-no-diagonal": ("target_mask", lambda t, p: padding_mask(t, p) & causal_mask(t.size(1)).tril(-1), "diagonal"),
     "padding-inverted": ("padding_mask", lambda t, p: (t == p)[:, None, None, :], "inverted"),
     "padding-2d": ("padding_mask", lambda t, p: t != p, "(B, S)"),
     "padding-queries": ("padding_mask", lambda t, p: (t != p)[:, None, :, None], "queries (rows)"),
@@ -466,6 +474,7 @@ WRONG_SHAPES = {
     "scaled_dot_product_attention": sdpa_wrong_shape,
     "causal_mask": lambda n: torch.ones(n, n + 1, dtype=torch.bool).tril(),
     "padding_mask": lambda t, p: (t != p)[:, None, :],
+    "target_mask": lambda t, p: target_mask(t, p)[..., :-1],
     "positional_encoding": lambda L, D: sinusoidal_positional_encoding(L, D).T,
     "multi_head_attention": mha("shape"),
     "layer_norm": layer_norm("shape"),

@@ -44,6 +44,7 @@ __all__ = [
     "check_padding_mask",
     "check_positional_encoding",
     "check_scaled_dot_product_attention",
+    "check_target_mask",
 ]
 
 
@@ -538,6 +539,72 @@ def check_padding_mask(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> str:
     ]
     _diagnose(got, full(tokens != pad_id), bugs, "the mask")
     return "bool dtype, shape (B, 1, 1, S) broadcasting over the keys, padding positions hidden"
+
+
+@_exercise(
+    "target_mask",
+    "return a bool tensor (B, 1, T, T): True where the key is a real token AND is not in the future",
+)
+def check_target_mask(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> str:
+    """Check the decoder's self-attention mask: no padding keys and no future keys.
+
+    Expected signature: ``fn(tokens, pad_id) -> BoolTensor`` broadcastable to
+    ``(B, 1, T, T)``: ``mask[b, 0, t, s]`` is True iff ``s <= t`` and token
+    ``s`` of sentence ``b`` is not padding (paper §3.2.3, the decoder in §3.1).
+
+    Args:
+        fn: the learner's function.
+
+    Returns:
+        True if correct (one line printed), False if ``fn`` still raises NotImplementedError.
+
+    Raises:
+        ExerciseError: naming the likely bug (only causal, only padding, OR
+            instead of AND, inverted, padding applied to the queries).
+    """
+    pad_id = 1
+    tokens = torch.tensor([[2, 5, 0, 7, 1, 1], [2, 4, 9, 3, 8, 6], [2, 6, 1, 1, 1, 1]])
+    B, T = tokens.shape
+    H = 2
+    original = tokens.clone()
+    mask = _expect_tensor(_call(fn, tokens, pad_id), "target_mask(tokens, pad_id)", finite=False)
+    _expect_unchanged({"tokens": original}, {"tokens": tokens})
+    try:
+        broadcast = torch.broadcast_shapes(mask.shape, (B, H, T, T))
+    except RuntimeError:
+        broadcast = None
+    if broadcast != (B, H, T, T):
+        raise ExerciseError(
+            f"the mask should broadcast to the scores (B, H, T, T) = {(B, H, T, T)}, got shape {_shape(mask)}: "
+            "combine a (B, 1, 1, T) padding mask with a (T, T) causal mask and broadcasting gives (B, 1, T, T)"
+        )
+    if mask.dtype != torch.bool:
+        raise ExerciseError(f"the mask should be a bool tensor (True = may attend), got dtype {mask.dtype}")
+    got = mask.expand(B, H, T, T)
+    causal = torch.ones(T, T, dtype=torch.bool).tril()  # (T, T)
+    keys = (tokens != pad_id)[:, None, None, :]  # (B, 1, 1, T)
+    queries = (tokens != pad_id)[:, None, :, None]  # (B, 1, T, 1)
+
+    def full(m):
+        return m.expand(B, H, T, T)
+
+    bugs = [
+        ("only the causal part is there: padding keys must be hidden too. AND (&) it with the padding mask",
+         lambda: full(causal.expand(B, 1, T, T))),
+        ("only the padding part is there: the decoder must not see future tokens. AND (&) it with the causal mask",
+         lambda: full(keys.expand(B, 1, T, T))),
+        ("that is OR (|): a key must be real AND not in the future, so combine with &",
+         lambda: full(keys | causal)),
+        ("the mask is inverted: True must mean 'may attend'", lambda: full(~(keys & causal))),
+        ("the padding hides queries (rows) instead of keys (columns): pad the last axis, tokens[:, None, None, :]",
+         lambda: full(queries & causal)),
+        ("the causal part is the upper triangle: a token may see the past, so use tril()",
+         lambda: full(keys & causal.T)),
+        ("off by one: the diagonal is excluded, but a token may attend to itself",
+         lambda: full(keys & torch.ones(T, T, dtype=torch.bool).tril(-1))),
+    ]
+    _diagnose(got, full(keys & causal), bugs, "the mask")
+    return "bool dtype, broadcasts to (B, H, T, T), padding keys and future keys hidden"
 
 
 # --- 3. positional encoding ---------------------------------------------------------
