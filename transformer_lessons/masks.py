@@ -26,7 +26,9 @@ def causal_mask(size: int, device: torch.device | str | None = None) -> torch.Te
         BoolTensor of shape ``(T, T)``; ``mask[t, s]`` is ``True`` iff ``s <= t``.
         The diagonal is ``True``: a token may look at itself.
     """
-    return torch.ones(size, size, dtype=torch.bool, device=device).tril()  # (T, T)
+    positions = torch.arange(size, device=device)  # (T,)
+    # Query t (rows) may see key s (columns) when s <= t: the lower triangle with its diagonal.
+    return positions[:, None] >= positions[None, :]  # (T, 1) >= (1, T) -> (T, T)
 
 
 def padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
