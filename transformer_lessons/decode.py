@@ -1,15 +1,30 @@
-"""Turning a trained model into output sequences: greedy decoding.
+"""Turning a trained model into output sequences: greedy decoding, beam search, translate, evaluate.
 
-Paper: §6.1 uses beam search (beam 4, length penalty α = 0.6); greedy decoding
-is beam search with a beam of one and the fastest way to see what a model learned.
+Paper: §6.1 uses beam search (beam 4, length penalty α = 0.6) and caps the
+output at the input length + 50; greedy decoding is beam search with a beam of
+one and the fastest way to see what a model learned.
+
+:func:`translate` and :func:`evaluate` are the user-facing ends: sentences in,
+sentences out (tokenized with spaCy, detokenized for sacreBLEU).
 """
 
 from __future__ import annotations
 
-import torch
+import os
+import warnings
+from typing import TYPE_CHECKING, Any, Sequence
 
-from transformer_lessons.masks import causal_mask
+import torch
+import torch.nn.functional as F
+
+from transformer_lessons.masks import causal_mask, padding_mask
 from transformer_lessons.model import Transformer
+
+if TYPE_CHECKING:
+    from transformer_lessons.data import Corpus, Vocab
+
+#: Paper §6.1: "We set the maximum output length during inference to input length + 50".
+EXTRA_OUTPUT_TOKENS = 50
 
 
 @torch.no_grad()
@@ -27,8 +42,8 @@ def greedy_decode(
     The source is encoded once; each step feeds everything generated so far to
     the decoder and appends the argmax of the last position's logits. A
     sequence that has produced ``eos_id`` is finished: it receives ``pad_id``
-    (or ``eos_id`` again when no pad id is given) from then on, and the loop
-    stops early when every sequence is finished.
+    (or ``eos_id`` again when no pad id is given) from then on and leaves the
+    decoder's batch, and the loop stops early when every sequence is finished.
 
     Args:
         model: the Transformer (put it in eval mode first).
@@ -48,9 +63,16 @@ def greedy_decode(
     finished = torch.zeros(batch, dtype=torch.bool, device=src.device)
     filler = pad_id if pad_id is not None else eos_id
     for _ in range(max_len):
+        # Only unfinished rows go through the decoder: a finished sentence costs nothing more.
+        rows = (~finished).nonzero().squeeze(1) if bool(finished.any()) else None  # (A,) or all
+        mem, mask, inp = (memory, src_mask, ys) if rows is None else (memory[rows], None if src_mask is None else src_mask[rows], ys[rows])
         # Every row has the same length here, so the causal mask alone suffices.
-        logits = model.decode(memory, src_mask, ys, causal_mask(ys.size(1), src.device))  # (B, t, V)
-        next_token = logits[:, -1].argmax(dim=-1)  # (B,)
+        logits = model.decode(mem, mask, inp, causal_mask(ys.size(1), src.device))  # (A, t, V)
+        if rows is None:
+            next_token = logits[:, -1].argmax(dim=-1)  # (B,)
+        else:
+            next_token = torch.full((batch,), filler, dtype=torch.long, device=src.device)  # (B,)
+            next_token[rows] = logits[:, -1].argmax(dim=-1)
         if eos_id is not None:
             next_token = next_token.masked_fill(finished, filler)
             finished |= next_token == eos_id
@@ -58,3 +80,417 @@ def greedy_decode(
         if eos_id is not None and bool(finished.all()):
             break
     return ys
+
+
+def length_penalty(length: int | torch.Tensor, alpha: float = 0.6) -> float | torch.Tensor:
+    """GNMT length penalty ``lp(Y) = ((5 + |Y|) / 6)^α`` (Wu et al. 2016, Eq. 14; paper §6.1: α = 0.6).
+
+    A hypothesis is ranked by ``log P(Y | X) / lp(Y)``. Log-probabilities only
+    fall as a sentence grows, so raw scores favour short outputs; dividing by a
+    penalty that grows with the length undoes part of that. ``α = 0`` ranks by
+    the raw log-probability. ``|Y|`` counts the generated tokens, ``<eos>`` included.
+    """
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+@torch.no_grad()
+def beam_search(
+    model: Transformer,
+    src: torch.Tensor,
+    src_mask: torch.Tensor | None,
+    max_len: int,
+    bos_id: int,
+    eos_id: int,
+    beam_size: int = 4,
+    length_penalty: float = 0.6,
+    pad_id: int | None = None,
+    return_scores: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """Keep the ``beam_size`` most likely prefixes of each sentence instead of only the best one.
+
+    All sentences of the batch are searched together (``B * K`` rows per
+    decoder call). At each step every live prefix is extended by every token;
+    of the ``2K`` best extensions (by summed log-probability), those ending in
+    ``<eos>`` that rank among the first ``K`` become finished hypotheses,
+    scored ``log P / lp`` (:func:`length_penalty`), and the first ``K`` others
+    stay alive. A sentence is done once it has ``K`` finished hypotheses (so
+    ``beam_size=1`` is exactly greedy decoding); at ``max_len`` the best ``K``
+    candidates finish as they are (cut off, without ``<eos>``, as in greedy
+    decoding). The best finished hypothesis is returned.
+
+    Args:
+        model: the Transformer, in eval mode.
+        src: source ids ``(B, S)``.
+        src_mask: ``(B, 1, 1, S)`` padding mask, or ``None``.
+        max_len: the most tokens to generate after ``<bos>``, ``<eos>`` included.
+        bos_id, eos_id: the special ids.
+        beam_size: ``K`` (paper: 4).
+        length_penalty: ``α`` (paper: 0.6).
+        pad_id: id written after a sequence's ``<eos>`` (default ``eos_id``).
+        return_scores: also return each output's score ``log P / lp``.
+
+    Returns:
+        LongTensor ``(B, 1 + L)`` starting with ``bos_id``, like :func:`greedy_decode`;
+        with ``return_scores`` also a FloatTensor ``(B,)``.
+    """
+    if beam_size < 1:
+        raise ValueError(f"beam_size must be at least 1, got {beam_size}")
+    B, device = src.size(0), src.device
+    K = beam_size
+    memory = model.encode(src, src_mask).repeat_interleave(K, dim=0)  # (B, S, D) -> (B*K, S, D)
+    mask = src_mask.repeat_interleave(K, dim=0) if src_mask is not None else None  # (B*K, 1, 1, S)
+    seqs = torch.full((B, K, 1), bos_id, dtype=torch.long, device=device)  # (A, K, t), A = sentences still searched
+    scores = torch.zeros(B, K, device=device)  # summed log-probabilities of the live prefixes
+    scores[:, 1:] = float("-inf")  # all K start as the same <bos>: only the first may grow at step 1
+    finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(B)]
+    active = list(range(B))  # which sentence each row block of the tensors belongs to
+    for t in range(1, max_len + 1):
+        A = len(active)
+        logits = model.decode(memory, mask, seqs.view(A * K, t), causal_mask(t, device))[:, -1]  # (A*K, V)
+        log_p = F.log_softmax(logits.float(), dim=-1)  # (A*K, V)
+        V = log_p.size(-1)
+        cand = (scores.unsqueeze(-1) + log_p.view(A, K, V)).view(A, K * V)  # (A, K*V)
+        top_scores, top_idx = cand.topk(min(2 * K, K * V), dim=-1)  # (A, 2K)
+        beam, token = top_idx // V, top_idx % V  # which prefix each candidate extends, and with what
+        is_eos = token == eos_id  # (A, 2K)
+
+        # Candidates ending in <eos> among the first K finish; at max_len, the first K
+        # finish whatever their last token (cut off, as greedy decoding is). One sync per step.
+        ending = is_eos[:, :K] if t < max_len else torch.ones_like(is_eos[:, :K])
+        ends = (ending & torch.isfinite(top_scores[:, :K])).nonzero().tolist()
+        if ends:
+            end_scores, end_beams, end_tokens = top_scores.tolist(), beam.tolist(), token.tolist()
+            penalty = ((5.0 + t) / 6.0) ** length_penalty
+            for a, k in ends:
+                done = finished[active[a]]
+                if len(done) < K:
+                    done.append((end_scores[a][k] / penalty, seqs[a, end_beams[a][k]].tolist() + [end_tokens[a][k]]))
+        keep = [a for a in range(A) if len(finished[active[a]]) < K]
+        if not keep:
+            break
+
+        # The first K candidates not ending in <eos> stay alive (topk keeps their order).
+        alive_scores, pos = top_scores.masked_fill(is_eos, float("-inf")).topk(K, dim=-1)  # (A, K)
+        parent = beam.gather(1, pos)  # (A, K)
+        seqs = torch.cat(
+            [seqs.gather(1, parent.unsqueeze(-1).expand(-1, -1, t)), token.gather(1, pos).unsqueeze(-1)], dim=2
+        )  # (A, K, t) -> (A, K, t + 1)
+        scores = alive_scores
+        if len(keep) < A:  # sentences with K finished hypotheses leave the batch
+            rows = torch.tensor(keep, device=device)
+            seqs, scores = seqs[rows], scores[rows]  # (A', K, t + 1), (A', K)
+            memory = memory.view(A, K, *memory.shape[1:])[rows].flatten(0, 1)  # (A'*K, S, D)
+            if mask is not None:
+                mask = mask.view(A, K, *mask.shape[1:])[rows].flatten(0, 1)  # (A'*K, 1, 1, S)
+            active = [active[a] for a in keep]
+
+    filler = pad_id if pad_id is not None else eos_id
+    best = [max(f, key=lambda item: item[0]) for f in finished]
+    width = max(len(seq) for _, seq in best)
+    out = torch.full((B, width), filler, dtype=torch.long, device=device)  # (B, 1 + L)
+    for b, (_, seq) in enumerate(best):
+        out[b, : len(seq)] = torch.tensor(seq, dtype=torch.long, device=device)
+    if return_scores:
+        return out, torch.tensor([score for score, _ in best], device=device)
+    return out
+
+
+@torch.no_grad()
+def sequence_log_prob(model: Transformer, src: torch.Tensor, src_mask: torch.Tensor | None, ys: torch.Tensor, eos_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-probability the model gives to given outputs (teacher forcing), for comparing decoders.
+
+    Args:
+        ys: ``(B, 1 + L)`` sequences starting with ``<bos>``, as the decoders return them.
+
+    Returns:
+        ``(log_prob, length)``, each ``(B,)``: the summed log-probability of
+        the tokens after ``<bos>`` up to and including the first ``<eos>``, and
+        how many tokens that is (``log_prob / length_penalty(length)`` is
+        :func:`beam_search`'s score).
+    """
+    tgt_in, tgt_out = ys[:, :-1], ys[:, 1:]  # (B, L) each
+    logits = model(src, tgt_in, src_mask, causal_mask(tgt_in.size(1), ys.device))  # (B, L, V)
+    log_p = F.log_softmax(logits.float(), dim=-1).gather(-1, tgt_out.unsqueeze(-1)).squeeze(-1)  # (B, L)
+    is_eos = (tgt_out == eos_id).long()  # (B, L)
+    before_end = (is_eos.cumsum(1) - is_eos) == 0  # (B, L): up to and including the first <eos>
+    return (log_p * before_end).sum(1), before_end.sum(1)
+
+
+# --------------------------------------------------------------------------------------
+# Sentences in, sentences out
+# --------------------------------------------------------------------------------------
+
+
+def _resolve(model_or_checkpoint, src_vocab, tgt_vocab, device) -> tuple[Transformer, "Vocab", "Vocab", torch.device]:
+    """``(model, src_vocab, tgt_vocab, device)`` from a checkpoint path or a model plus vocabularies."""
+    if isinstance(model_or_checkpoint, (str, os.PathLike)):
+        from transformer_lessons.train import load_checkpoint
+
+        model, ckpt_src, ckpt_tgt, _ = load_checkpoint(model_or_checkpoint, device)
+        src_vocab = ckpt_src if src_vocab is None else src_vocab
+        tgt_vocab = ckpt_tgt if tgt_vocab is None else tgt_vocab
+        return model, src_vocab, tgt_vocab, next(model.parameters()).device
+    if isinstance(model_or_checkpoint, Transformer):
+        if src_vocab is None or tgt_vocab is None:
+            raise TypeError("with a model, pass src_vocab= and tgt_vocab= too (or pass a checkpoint path instead of the model)")
+        model = model_or_checkpoint
+        if device is not None:
+            model = model.to(device)
+        return model, src_vocab, tgt_vocab, next(model.parameters()).device
+    raise TypeError(f"expected a checkpoint path or a Transformer, got {type(model_or_checkpoint).__name__}")
+
+
+def _check_vocab_fits(model: Transformer, src_vocab: "Vocab", tgt_vocab: "Vocab") -> None:
+    if len(src_vocab) != model.src_vocab_size or len(tgt_vocab) != model.tgt_vocab_size:
+        raise ValueError(
+            f"the vocabularies ({len(src_vocab)} source, {len(tgt_vocab)} target tokens) do not fit the model "
+            f"({model.src_vocab_size}, {model.tgt_vocab_size}): use the vocabularies the model was trained with"
+        )
+
+
+@torch.no_grad()
+def decode_token_lists(
+    model: Transformer,
+    src_tokens: Sequence[Sequence[str]],
+    src_vocab: "Vocab",
+    tgt_vocab: "Vocab",
+    beam_size: int = 1,
+    length_penalty: float = 0.6,
+    max_len: int | None = None,
+    batch_size: int = 128,
+    progress: bool = False,
+    max_extra: int = EXTRA_OUTPUT_TOKENS,
+) -> list[list[int]]:
+    """Decode tokenized source sentences; returns each output's ids (``<eos>`` included if produced).
+
+    Sentences are sorted by length and decoded ``batch_size`` at a time (less
+    padding), then put back in the input order. A source longer than the model
+    accepts is cut to ``model.config.max_len - 1`` tokens (plus ``<eos>``);
+    :func:`translate` warns about it. An empty source gives an empty output.
+    ``max_len`` caps the output (default: source length + ``max_extra``, paper
+    §6.1 uses 50; never more than the model's ``max_len``).
+    """
+    model.eval()
+    device = next(model.parameters()).device
+    limit = model.config.max_len - 1
+    ids = [src_vocab.encode(list(tokens)[:limit]) for tokens in src_tokens]
+    outputs: list[list[int]] = [[] for _ in ids]
+    order = sorted((i for i in range(len(ids)) if ids[i]), key=lambda i: len(ids[i]))
+    chunks = [order[a : a + batch_size] for a in range(0, len(order), batch_size)]
+    if progress:
+        try:
+            from tqdm.auto import tqdm
+
+            chunks = tqdm(chunks, desc=f"decode (beam {beam_size})", leave=False)
+        except ImportError:  # progress bars are a nicety, never a requirement
+            pass
+    pad, bos, eos = tgt_vocab.pad_id, tgt_vocab.bos_id, tgt_vocab.eos_id
+    for chunk in chunks:
+        width = max(len(ids[i]) for i in chunk) + 1
+        src = torch.full((len(chunk), width), src_vocab.pad_id, dtype=torch.long)  # (B, S)
+        for row, i in enumerate(chunk):
+            src[row, : len(ids[i]) + 1] = torch.tensor(ids[i] + [src_vocab.eos_id])  # ids then <eos>, as in training
+        src = src.to(device)
+        src_mask = padding_mask(src, src_vocab.pad_id)  # (B, 1, 1, S)
+        steps = min(max_len or width + max_extra, model.config.max_len)
+        if beam_size == 1:
+            ys = greedy_decode(model, src, src_mask, steps, bos, eos, pad)  # (B, 1 + L)
+        else:
+            ys = beam_search(model, src, src_mask, steps, bos, eos, beam_size, length_penalty, pad)  # (B, 1 + L)
+        for row, seq in enumerate(ys[:, 1:].tolist()):
+            out = []
+            for token in seq:
+                out.append(token)
+                if token == eos:
+                    break
+            outputs[chunk[row]] = out
+    return outputs
+
+
+def _validate_sentences(sentences) -> tuple[list[str], bool]:
+    if isinstance(sentences, str):
+        return [sentences], True
+    if not isinstance(sentences, (list, tuple)):
+        raise TypeError(f"translate expects a str or a list of str, got {type(sentences).__name__}")
+    for i, s in enumerate(sentences):
+        if not isinstance(s, str):
+            raise TypeError(f"translate expects a list of str, but element {i} is {type(s).__name__}: {s!r}")
+    return list(sentences), False
+
+
+def translate(
+    model_or_checkpoint: Transformer | str | os.PathLike,
+    sentences: str | Sequence[str],
+    beam_size: int = 1,
+    max_len: int | None = None,
+    device: str | torch.device | None = None,
+    src_vocab: "Vocab | None" = None,
+    tgt_vocab: "Vocab | None" = None,
+    return_attention: bool = False,
+    length_penalty: float = 0.6,
+    batch_size: int = 64,
+) -> Any:
+    """Translate German sentences into English.
+
+    Args:
+        model_or_checkpoint: a checkpoint path (its vocabularies are used), or
+            a :class:`~transformer_lessons.model.Transformer` together with
+            ``src_vocab`` and ``tgt_vocab``.
+        sentences: a list of German sentences, or one sentence (a ``str``).
+        beam_size: 1 for greedy decoding, e.g. 4 for the paper's beam search.
+        max_len: the most output tokens (default source length + 50, at most
+            the model's ``max_len``).
+        device: where to run (a checkpoint is loaded there; a model is moved).
+        return_attention: also return what the widgets of the step-by-step view need.
+        length_penalty: GNMT ``α`` for beam search.
+        batch_size: sentences decoded together.
+
+    Returns:
+        English sentences, cased and detokenized: a list for a list, a ``str``
+        for a ``str``. With ``return_attention``, a pair ``(translations,
+        details)`` where ``details`` (a list, or one dict for a ``str``) holds
+        per sentence ``src_tokens`` (German tokens + ``"<eos>"``, the keys),
+        ``tgt_tokens`` (the generated tokens, ``"<eos>"`` included: row ``t``
+        is the step that produced token ``t``), ``cross_attention``
+        ``(n_layers, H, T, S)`` and ``attention`` (the model's
+        :meth:`~transformer_lessons.model.Transformer.attention_weights` for
+        that sentence, batch size 1). An empty sentence has ``None`` attention.
+
+    Behaviour on awkward input: ``""`` or whitespace gives ``""``; a word not
+    in the vocabulary becomes ``<unk>`` (no error; the output may contain
+    ``<unk>``); a sentence longer than the model's ``max_len`` is cut to fit,
+    with a warning; anything but a ``str`` or a list/tuple of ``str`` raises
+    ``TypeError``.
+    """
+    from transformer_lessons.data import Tokenizer
+
+    items, single = _validate_sentences(sentences)
+    model, src_vocab, tgt_vocab, device = _resolve(model_or_checkpoint, src_vocab, tgt_vocab, device)
+    _check_vocab_fits(model, src_vocab, tgt_vocab)
+    german = Tokenizer("de")  # spaCy loads on first use: all-empty input never needs it
+    src_tokens = [german.tokenize(s) if s.strip() else [] for s in items]
+    limit = model.config.max_len - 1
+    long = [i for i, t in enumerate(src_tokens) if len(t) > limit]
+    if long:
+        warnings.warn(
+            f"{len(long)} sentence(s) (index {long[:5]}) have more than {limit} tokens, the most this model accepts "
+            f"(max_len={model.config.max_len}, one place for <eos>); only their first {limit} tokens are translated",
+            stacklevel=2,
+        )
+        src_tokens = [t[:limit] for t in src_tokens]
+    outputs = decode_token_lists(model, src_tokens, src_vocab, tgt_vocab, beam_size, length_penalty, max_len, batch_size)
+    english = Tokenizer("en")
+    texts = [english.detokenize(tgt_vocab.decode(out)) for out in outputs]
+    if not return_attention:
+        return texts[0] if single else texts
+    details = [_attention_details(model, tokens, out, src_vocab, tgt_vocab) for tokens, out in zip(src_tokens, outputs)]
+    return (texts[0], details[0]) if single else (texts, details)
+
+
+@torch.no_grad()
+def _attention_details(model: Transformer, src_tokens: list[str], out: list[int], src_vocab: "Vocab", tgt_vocab: "Vocab") -> dict:
+    """Re-run one finished translation with teacher forcing to read its attention weights."""
+    tgt_tokens = [tgt_vocab.itos[i] for i in out]
+    details = {"src_tokens": [*src_tokens, "<eos>"], "tgt_tokens": tgt_tokens, "cross_attention": None, "attention": None}
+    if not src_tokens or not out:
+        return details
+    device = next(model.parameters()).device
+    src = torch.tensor([src_vocab.encode(src_tokens) + [src_vocab.eos_id]], device=device)  # (1, S)
+    tgt_in = torch.tensor([[tgt_vocab.bos_id, *out[:-1]]], device=device)  # (1, T): row t predicts out[t]
+    model.eval()
+    model(src, tgt_in, None, causal_mask(tgt_in.size(1), device))  # eval mode records the weights
+    attention = model.attention_weights()
+    details["attention"] = attention
+    details["cross_attention"] = torch.stack([w[0] for w in attention["cross"]]).cpu()  # (n_layers, H, T, S)
+    return details
+
+
+def evaluate(
+    model_or_checkpoint: Transformer | str | os.PathLike,
+    split: str = "test_2016_flickr",
+    data_dir: str | os.PathLike | None = None,
+    beam_size: int = 4,
+    length_penalty: float = 0.6,
+    corpus: "Corpus | None" = None,
+    src_vocab: "Vocab | None" = None,
+    tgt_vocab: "Vocab | None" = None,
+    device: str | torch.device | None = None,
+    limit: int | None = None,
+    batch_size: int = 128,
+    progress: bool = False,
+    max_extra: int = EXTRA_OUTPUT_TOKENS,
+) -> dict:
+    """Translate a Multi30k split and score it with sacreBLEU.
+
+    Two scores, because two conventions are in use:
+
+    * ``bleu``: sacreBLEU's corpus BLEU on cased, detokenized output against
+      the raw references, with its default ``13a`` tokenizer. This is the
+      comparable number; ``signature`` (e.g.
+      ``nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0``) says
+      exactly how it was computed.
+    * ``tutorial_bleu``: BLEU on *lowercased, spaCy-tokenized* text (sacreBLEU
+      with ``lowercase=True, tokenize="none"`` on space-joined tokens), the way
+      most PyTorch Multi30k tutorials (torchtext's ``bleu_score``) report it.
+      It is usually a point or two higher; do not compare it with the first.
+
+    Args:
+        model_or_checkpoint: a checkpoint path, or a model with ``src_vocab``/``tgt_vocab``.
+        split: a Multi30k split (see :data:`transformer_lessons.data.SPLITS`).
+        data_dir: raw files, when ``corpus`` does not hold the split.
+        beam_size, length_penalty: decoding (paper §6.1: 4 and 0.6; 1 = greedy).
+        corpus: a prepared corpus holding ``split``: its tokens are used, so no
+            spaCy is needed (a GPU machine without spaCy evaluates this way).
+        limit: score only the first ``limit`` sentences.
+        max_extra: outputs stop at source length + ``max_extra`` tokens (paper
+            §6.1: 50). A half-trained model that repeats itself costs time
+            quadratic in this; a CPU run uses less.
+
+    Returns:
+        dict with ``split``, ``n``, ``bleu``, ``signature``, ``bleu_text``
+        (sacreBLEU's one-line summary), ``tutorial_bleu``,
+        ``tutorial_signature``, ``beam_size``, ``length_penalty``,
+        ``hypotheses`` and ``references``.
+    """
+    from sacrebleu.metrics import BLEU
+
+    model, src_vocab, tgt_vocab, device = _resolve(model_or_checkpoint, src_vocab, tgt_vocab, device)
+    _check_vocab_fits(model, src_vocab, tgt_vocab)
+    if corpus is not None and split in corpus.text and corpus.tokens is not None and split in corpus.tokens:
+        texts, tokens = corpus.text[split], corpus.tokens[split]
+    else:
+        from transformer_lessons.data import Tokenizer, load_split
+
+        texts = load_split(split, data_dir, progress=progress)
+        de, en = Tokenizer("de"), Tokenizer("en")
+        tokens = list(zip(de.tokenize_batch(s for s, _ in texts), en.tokenize_batch(t for _, t in texts)))
+    if limit is not None:
+        texts, tokens = texts[:limit], tokens[:limit]
+    outputs = decode_token_lists(
+        model, [s for s, _ in tokens], src_vocab, tgt_vocab, beam_size, length_penalty, batch_size=batch_size, progress=progress, max_extra=max_extra
+    )
+    from transformer_lessons.data import Tokenizer
+
+    english = Tokenizer("en")
+    hyp_tokens = [tgt_vocab.decode(out) for out in outputs]
+    hypotheses = [english.detokenize(t) for t in hyp_tokens]
+    references = [t for _, t in texts]
+
+    bleu = BLEU()  # cased, 13a tokenization of detokenized text: sacreBLEU's defaults
+    score = bleu.corpus_score(hypotheses, [references])
+    tutorial = BLEU(lowercase=True, tokenize="none", force=True)  # force: the input is tokenized on purpose
+    tutorial_score = tutorial.corpus_score([" ".join(t) for t in hyp_tokens], [[" ".join(t) for _, t in tokens]])
+    return {
+        "split": split,
+        "n": len(hypotheses),
+        "bleu": score.score,
+        "signature": str(bleu.get_signature()),
+        "bleu_text": str(score),
+        "tutorial_bleu": tutorial_score.score,
+        "tutorial_signature": str(tutorial.get_signature()),
+        "tutorial_note": "lowercased, spaCy-tokenized (torchtext-style); not comparable with 'bleu'",
+        "beam_size": beam_size,
+        "length_penalty": length_penalty,
+        "hypotheses": hypotheses,
+        "references": references,
+    }

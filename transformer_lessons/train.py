@@ -1,0 +1,797 @@
+"""Training a translation model: label smoothing, the learning-rate schedule, the loop, checkpoints.
+
+The pieces, in the order a notebook meets them:
+
+1. :class:`LabelSmoothingLoss` and :func:`smoothed_targets` (paper §5.4, ε_ls = 0.1).
+2. :func:`noam_rate` and :func:`noam_scheduler`, the warm-up then inverse
+   square-root learning rate (paper §5.3, Eq. 3).
+3. :class:`TrainConfig` and :data:`TRAIN_PRESETS`, every training
+   hyper-parameter in one place, with a ``quick`` (CPU) and a ``full`` (one GPU) preset.
+4. :func:`train`, the loop: Adam, the schedule, gradient clipping, bf16 on a
+   GPU, validation loss and BLEU each epoch, checkpoints, resuming.
+5. :func:`load_checkpoint` and :func:`export_for_inference`.
+
+A checkpoint is a dict of plain Python types and tensors (state dicts, the
+configs as dicts, the vocabularies as lists), so it loads with
+``torch.load(path, weights_only=True)``: loading one never runs pickled code.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import random
+import time
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from transformer_lessons.config import ModelConfig, compute_mode
+from transformer_lessons.model import Transformer
+
+if TYPE_CHECKING:  # data.py imports nothing heavy, but the loop needs it only when it runs
+    from transformer_lessons.data import Corpus, Vocab
+
+# --------------------------------------------------------------------------------------
+# 1. Label smoothing (paper §5.4)
+# --------------------------------------------------------------------------------------
+
+
+def smoothed_targets(target: torch.Tensor, vocab_size: int, pad_id: int, smoothing: float = 0.1) -> torch.Tensor:
+    """The distribution the model is trained to predict at each position.
+
+    Paper §5.4: "we employed label smoothing of value ε_ls = 0.1. This hurts
+    perplexity, as the model learns to be more unsure, but improves accuracy
+    and BLEU score." The true token gets ``1 - ε``; the other ``ε`` is spread
+    evenly over the ``V - 2`` tokens that are neither the true one nor
+    ``<pad>`` (the model must never predict padding, so it gets 0). A position
+    whose target *is* padding is not a real position: its row is all zeros, so
+    it adds nothing to the loss.
+
+    This differs slightly from ``F.cross_entropy(..., label_smoothing=ε)``,
+    which gives ``ε / V`` to *every* class, the true one and ``<pad>`` included
+    (true token ``1 - ε + ε/V``). With ``V`` in the thousands the two are
+    almost the same; ours is the Annotated Transformer's.
+
+    Args:
+        target: LongTensor ``(...)`` of token ids, e.g. ``(B, T)``.
+        vocab_size: ``V``.
+        pad_id: id of ``<pad>``.
+        smoothing: ``ε``, between 0 and 1.
+
+    Returns:
+        FloatTensor ``(..., V)``; each non-pad row sums to 1.
+    """
+    if not 0.0 <= smoothing < 1.0:
+        raise ValueError(f"smoothing must be in [0, 1), got {smoothing}")
+    if vocab_size < 3:
+        raise ValueError(f"label smoothing needs at least 3 classes (the true one, <pad> and another), got vocab_size={vocab_size}")
+    dist = torch.full((*target.shape, vocab_size), smoothing / (vocab_size - 2), device=target.device)  # (..., V)
+    dist.scatter_(-1, target.unsqueeze(-1), 1.0 - smoothing)  # the true token
+    dist[..., pad_id] = 0.0  # never put mass on <pad>
+    return dist.masked_fill_((target == pad_id).unsqueeze(-1), 0.0)  # padding positions do not count
+
+
+class LabelSmoothingLoss(nn.Module):
+    """Cross-entropy against :func:`smoothed_targets`, averaged over real (non-pad) tokens.
+
+    ``loss = -Σ_v q_v log p_v`` with ``p = softmax(logits)`` and ``q`` the
+    smoothed targets. It is computed from ``log_softmax`` (never ``log`` of a
+    softmax, which is ``log 0 = -inf`` for a confident model) and without
+    building ``q`` (which would be ``(B, T, V)`` floats): because ``q`` is
+    uniform off the true token,
+    ``-Σ q log p = -(1-ε) log p_y - ε/(V-2) (Σ_v log p_v - log p_y - log p_pad)``.
+
+    The cross-entropy equals the KL divergence ``KL(q ‖ p)`` that the Annotated
+    Transformer minimises plus the entropy of ``q``, a constant: the gradients
+    are the same, but this loss is never below that constant (about 0.9 for
+    ``ε = 0.1`` and ``V = 10,000``), not 0. With ``smoothing=0`` it is exactly
+    ``F.cross_entropy(..., ignore_index=pad_id)``.
+
+    Args:
+        vocab_size: ``V``.
+        pad_id: id of ``<pad>`` (ignored as a target, never predicted).
+        smoothing: ``ε`` (paper: 0.1).
+
+    Shape:
+        logits ``(B, T, V)`` (or ``(N, V)``), target ``(B, T)`` (or ``(N,)``) -> scalar.
+    """
+
+    def __init__(self, vocab_size: int, pad_id: int, smoothing: float = 0.1):
+        super().__init__()
+        if not 0.0 <= smoothing < 1.0:
+            raise ValueError(f"smoothing must be in [0, 1), got {smoothing}")
+        self.vocab_size = vocab_size
+        self.pad_id = pad_id
+        self.smoothing = smoothing
+
+    def forward(self, logits: torch.Tensor, target: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+        """Args: ``reduction`` is ``"mean"`` (per real token), ``"sum"`` or ``"none"`` (per position, 0 at padding)."""
+        if logits.size(-1) != self.vocab_size:
+            raise ValueError(f"logits have {logits.size(-1)} classes but the loss was built for vocab_size={self.vocab_size}")
+        # float32 even under bf16 autocast: the sum over 10k classes needs the precision.
+        log_p = F.log_softmax(logits.float(), dim=-1)  # (B, T, V)
+        true = log_p.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # (B, T): log p of the true token
+        eps = self.smoothing
+        loss = -(1.0 - eps) * true  # (B, T)
+        if eps > 0:
+            others = log_p.sum(-1) - true - log_p[..., self.pad_id]  # (B, T): Σ log p over the other non-pad tokens
+            loss = loss - eps / (self.vocab_size - 2) * others
+        real = target != self.pad_id  # (B, T)
+        loss = loss.masked_fill(~real, 0.0)
+        if reduction == "none":
+            return loss
+        if reduction == "sum":
+            return loss.sum()
+        if reduction == "mean":
+            return loss.sum() / real.sum().clamp(min=1)
+        raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+# --------------------------------------------------------------------------------------
+# 2. Learning-rate schedule (paper §5.3)
+# --------------------------------------------------------------------------------------
+
+
+def noam_rate(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
+    """The paper's learning rate at training step ``step`` (Eq. 3, §5.3).
+
+    ``lrate = factor · d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)``:
+    it grows linearly for ``warmup`` steps, peaks at step ``warmup`` (the two
+    terms are equal there), then decays as ``1 / sqrt(step)``. The paper uses
+    ``warmup = 4000`` and ``factor = 1``; ``factor`` (the Annotated
+    Transformer's name) scales the whole curve.
+
+    Steps count from 1 (the first update). ``step = 0`` is treated as 1 rather
+    than returning 0 or dividing by zero.
+    """
+    if d_model <= 0 or warmup <= 0:
+        raise ValueError(f"d_model and warmup must be positive, got d_model={d_model}, warmup={warmup}")
+    step = max(int(step), 1)
+    return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+def noam_scheduler(optimizer: torch.optim.Optimizer, d_model: int, warmup: int, factor: float = 1.0) -> torch.optim.lr_scheduler.LambdaLR:
+    """A ``LambdaLR`` that sets the learning rate to :func:`noam_rate` at every update.
+
+    Call ``scheduler.step()`` after each ``optimizer.step()``. The optimizer's
+    own ``lr`` is replaced: every group's base rate becomes 1, so the lambda's
+    value *is* the learning rate. The ``k``-th update (k = 1, 2, …) uses
+    ``noam_rate(k)``: ``LambdaLR`` calls the lambda with 0 before the first update.
+    """
+    for group in optimizer.param_groups:
+        group["lr"] = 1.0
+        group["initial_lr"] = 1.0
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: noam_rate(i + 1, d_model, warmup, factor))
+
+
+# --------------------------------------------------------------------------------------
+# 3. Configuration and presets
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Every choice of a training run. Defaults follow the paper where it has one."""
+
+    model: ModelConfig = ModelConfig()  # sizes of the Transformer (tie_embeddings lives there)
+    name: str = "custom"  # run name: the default output directory is runs/<name>
+    # --- data ---
+    min_freq: int = 2  # rarer training words become <unk>: ~8k German / ~6k English words remain
+    max_len: int | None = None  # drop longer *training* pairs (tokens); evaluation data is never filtered
+    limit: int | None = None  # use only the first `limit` training pairs (quick runs); None = all 29k
+    max_tokens: int = 4096  # padded tokens per batch and side; the paper's 25k is for 4.5M-pair WMT
+    # --- optimisation ---
+    epochs: int = 30  # passes over the training data (a run may stop earlier on max_minutes)
+    lr_factor: float = 1.0  # scales the Noam curve (paper: 1.0); peak = factor / sqrt(d_model * warmup)
+    warmup: int = 4000  # linear warm-up steps (paper: 4000); post-LN Transformers diverge without it
+    smoothing: float = 0.1  # label smoothing ε_ls (paper §5.4)
+    clip_norm: float | None = 1.0  # clip the gradient norm: not in the paper, guards against rare loss spikes
+    betas: tuple[float, float] = (0.9, 0.98)  # Adam β1, β2 (paper §5.3: β2 = 0.98, below the usual 0.999)
+    eps: float = 1e-9  # Adam ε (paper §5.3)
+    weight_decay: float = 0.0  # the paper uses plain Adam; AdamW decay (matrices only) if > 0
+    # --- evaluation ---
+    eval_every: int = 1  # validation BLEU every k epochs (and at the last); val loss runs every epoch
+    beam_size: int = 4  # final test decoding (paper §6.1: beam 4); 1 = greedy
+    length_penalty: float = 0.6  # GNMT length penalty α for the beam (paper §6.1: 0.6)
+    bleu_val_limit: int | None = None  # validation BLEU on the first k sentences only (None = all 1014)
+    max_output_extra: int = 50  # outputs stop at source length + this (paper §6.1: 50); repeating models cost ~its square
+    # --- running ---
+    seed: int = 0  # weights, dropout and batch order all follow from it
+    compile: bool = False  # torch.compile the model on a GPU (faster steps, a minute of compiling first)
+    max_minutes: float | None = None  # stop training after this much wall time, then evaluate (None = no limit)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TrainConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown TrainConfig fields {unknown}; known: {sorted(known)}")
+        data = dict(data)
+        if isinstance(data.get("model"), dict):
+            data["model"] = ModelConfig(**data["model"])
+        if "betas" in data:
+            data["betas"] = tuple(data["betas"])
+        return cls(**data)
+
+    def replace(self, **changes) -> "TrainConfig":
+        return replace(self, **changes)
+
+
+TRAIN_PRESETS: dict[str, TrainConfig] = {
+    # A 2-core CPU in about a minute: a small model on the first 6000 pairs for
+    # 8 epochs (~750 updates). It learns frequent words and sentence shapes
+    # (test BLEU ~14), enough to see every part of the pipeline work; not a translator.
+    "quick": TrainConfig(
+        name="quick",
+        model=ModelConfig(n_layers=2, d_model=128, n_heads=4, d_ff=256, dropout=0.1, max_len=128, tie_embeddings=True),
+        limit=6000,
+        max_tokens=1024,
+        epochs=8,
+        lr_factor=0.3,  # peak 0.3 / sqrt(128 * 100) = 2.7e-3: a tiny model takes a high rate, not 6e-3
+        warmup=100,  # ~95 updates per epoch: warm up during the first epoch
+        eval_every=4,
+        beam_size=1,  # greedy: beam search costs CPU time the quick run does not have
+        bleu_val_limit=300,
+        max_output_extra=10,  # a half-trained model repeats itself; +10 tokens is ample for a real translation
+    ),
+    # One GPU (an H100), about 15 minutes, aiming at sacreBLEU >= 36 (cased,
+    # detokenized) on test_2016_flickr. Why these numbers:
+    # - Multi30k is small (29k pairs, ~370k target tokens, ~6k English and ~8k
+    #   German words at min_freq 2). The paper's base model (65M parameters)
+    #   memorises it; published Multi30k setups that score well use 3-6 layers of
+    #   width 256-512 with heavy dropout (0.1-0.3) and label smoothing 0.1. A
+    #   3-layer, 256-wide model with 8 heads (~9M parameters with the embeddings)
+    #   and dropout 0.2 sits in that range, and its fp16 export is < 20 MB.
+    # - Tying the target embedding and the output projection (paper §3.4) removes
+    #   1.5M parameters that would otherwise each see few updates.
+    # - 4096 tokens per batch is ~250 sentences, ~120 updates per epoch; 80 epochs
+    #   are ~10k updates. Small batches and many epochs suit small data better
+    #   than the paper's 25k-token batches.
+    # - warmup 2000 with factor 0.7 peaks at 1e-3 (0.7 / sqrt(256 * 2000)) after
+    #   ~16 epochs and decays to ~4.5e-4; post-LN at this width trains stably there.
+    # - Greedy validation BLEU every epoch picks the best checkpoint; the test set
+    #   is decoded once, at the end, with the paper's beam 4 and α = 0.6.
+    # - An eager step of this model is launch-bound (~10-20 ms); 80 epochs are
+    #   well inside 15 minutes, and max_minutes=15 guarantees it.
+    "full": TrainConfig(
+        name="full",
+        model=ModelConfig(n_layers=3, d_model=256, n_heads=8, d_ff=1024, dropout=0.2, max_len=256, tie_embeddings=True),
+        limit=None,
+        max_tokens=4096,
+        epochs=80,
+        lr_factor=0.7,
+        warmup=2000,
+        eval_every=1,
+        beam_size=4,
+        length_penalty=0.6,
+        max_minutes=15.0,
+    ),
+}
+
+
+def get_train_config(config: "TrainConfig | str | None" = None) -> TrainConfig:
+    """A :class:`TrainConfig` from itself, a preset name, or ``None`` (the preset of :func:`compute_mode`)."""
+    if isinstance(config, TrainConfig):
+        return config
+    name = config if config is not None else compute_mode()
+    if name not in TRAIN_PRESETS:
+        raise ValueError(f"unknown training preset {name!r}; choose one of {', '.join(TRAIN_PRESETS)}")
+    return TRAIN_PRESETS[name]
+
+
+def default_out_dir(name: str) -> Path:
+    """Where a run named ``name`` writes by default: ``runs/<name>`` under the current directory."""
+    return Path(os.environ.get("TRANSFORMER_LESSONS_RUNS", "runs")) / name
+
+
+# --------------------------------------------------------------------------------------
+# 4. Checkpoints
+# --------------------------------------------------------------------------------------
+
+CHECKPOINT_FORMAT = "transformer_lessons.checkpoint"
+CHECKPOINT_VERSION = 1
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint is missing, unreadable, or does not fit the model; the message says what differs."""
+
+
+def _vocab_from_dict(data: dict, what: str) -> "Vocab":
+    from transformer_lessons.data import DataError, Vocab
+
+    try:
+        return Vocab.from_dict(data)
+    except DataError as err:
+        raise CheckpointError(f"the checkpoint's {what} vocabulary is damaged: {err}") from err
+
+
+def check_state_fits(model: nn.Module, state: dict[str, torch.Tensor], src_vocab_size: int | None = None, tgt_vocab_size: int | None = None) -> None:
+    """Raise :class:`CheckpointError` naming every difference between ``state`` and ``model``.
+
+    Checks the vocabulary sizes against the embedding tables first (the
+    commonest mismatch: a checkpoint from a run with another ``min_freq`` or
+    ``limit``), then the parameter names and shapes.
+    """
+    problems = []
+    for key, size, what in (("src_embed.table.weight", src_vocab_size, "source"), ("tgt_embed.table.weight", tgt_vocab_size, "target")):
+        if size is not None and key in state and state[key].shape[0] != size:
+            problems.append(f"the {what} vocabulary has {size} tokens but the checkpoint's {key} has {state[key].shape[0]} rows")
+    expected = model.state_dict()
+    missing = [k for k in expected if k not in state]
+    unexpected = [k for k in state if k not in expected]
+    shapes = [f"{k}: checkpoint {tuple(state[k].shape)} vs model {tuple(v.shape)}" for k, v in expected.items() if k in state and state[k].shape != v.shape]
+    if missing:
+        problems.append(f"missing parameters {missing[:5]}{' …' if len(missing) > 5 else ''}")
+    if unexpected:
+        problems.append(f"unexpected parameters {unexpected[:5]}{' …' if len(unexpected) > 5 else ''}")
+    if shapes:
+        problems.append(f"shape mismatches {shapes[:5]}{' …' if len(shapes) > 5 else ''}")
+    if problems:
+        raise CheckpointError("the checkpoint does not fit the model: " + "; ".join(problems))
+
+
+def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device | None = "cpu") -> dict:
+    """The raw checkpoint dict, loaded with ``weights_only=True``; bad files raise :class:`CheckpointError`."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"no checkpoint at {path}")
+    try:
+        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as err:  # zip/pickle errors, truncation, and "unsupported global" from weights_only
+        raise CheckpointError(f"{path} is not a readable checkpoint ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})") from err
+    if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"{path} is not a transformer_lessons checkpoint (no 'format': {CHECKPOINT_FORMAT!r})")
+    if ckpt.get("version") != CHECKPOINT_VERSION:
+        raise CheckpointError(f"{path} has checkpoint version {ckpt.get('version')!r}; this code reads version {CHECKPOINT_VERSION}")
+    for key in ("model", "model_config", "src_vocab", "tgt_vocab"):
+        if key not in ckpt:
+            raise CheckpointError(f"{path} lacks the entry {key!r}; it is damaged or was written by other code")
+    return ckpt
+
+
+def load_checkpoint(path: str | os.PathLike, device: str | torch.device | None = None) -> tuple[Transformer, "Vocab", "Vocab", dict]:
+    """Rebuild a trained model and its vocabularies from a checkpoint file.
+
+    Works for the training checkpoints (``last.pt``, ``best.pt``) and for
+    :func:`export_for_inference` files. The model comes back in eval mode, in
+    float32, on ``device`` (default: CUDA if available, else CPU).
+
+    Returns:
+        ``(model, src_vocab, tgt_vocab, info)``; ``info`` holds everything else
+        (``train_config``, ``step``, ``epoch``, ``history``, ``path``, …).
+
+    Raises:
+        CheckpointError: the file is missing or unreadable, or its weights do
+            not fit the model its config describes (the message lists what differs).
+    """
+    device = torch.device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    ckpt = read_checkpoint(path)
+    try:
+        config = ModelConfig(**ckpt["model_config"])
+    except TypeError as err:
+        raise CheckpointError(f"{path}: its model config does not match this code's ModelConfig ({err})") from err
+    src_vocab = _vocab_from_dict(ckpt["src_vocab"], "source")
+    tgt_vocab = _vocab_from_dict(ckpt["tgt_vocab"], "target")
+    model = Transformer(config, len(src_vocab), len(tgt_vocab))
+    state = dict(ckpt["model"])
+    if config.tie_embeddings and "generator.weight" not in state and "tgt_embed.table.weight" in state:
+        state["generator.weight"] = state["tgt_embed.table.weight"]  # exports store the tied matrix once
+    check_state_fits(model, state, len(src_vocab), len(tgt_vocab))
+    model.load_state_dict(state)  # copies (and casts fp16 -> fp32) into the fresh parameters
+    model.to(device).eval()
+    info = {k: v for k, v in ckpt.items() if k not in ("model", "optimizer", "scheduler", "rng", "src_vocab", "tgt_vocab")}
+    info["path"] = str(path)
+    return model, src_vocab, tgt_vocab, info
+
+
+def _save_atomic(obj: Any, path: Path) -> None:
+    # Write then rename: an interruption mid-save never leaves half a checkpoint.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def export_for_inference(checkpoint: str | os.PathLike, path: str | os.PathLike, dtype: torch.dtype = torch.float16) -> int:
+    """Write a small checkpoint for translation only: weights in ``dtype``, no optimizer state.
+
+    The tied target embedding / output projection is stored once. The file
+    loads with :func:`load_checkpoint` like any other (weights come back as
+    float32). Returns the file's size in bytes (commit it only if small: < 20 MB).
+    """
+    ckpt = read_checkpoint(checkpoint)
+    state = {}
+    for key, tensor in ckpt["model"].items():
+        if key == "generator.weight" and ckpt["model_config"].get("tie_embeddings"):
+            continue
+        state[key] = tensor.to(dtype) if tensor.is_floating_point() else tensor
+    keep = ("model_config", "train_config", "src_vocab", "tgt_vocab", "step", "epoch", "best_val_bleu", "best_epoch", "history")
+    small = {k: ckpt[k] for k in keep if k in ckpt}
+    small.update(format=CHECKPOINT_FORMAT, version=CHECKPOINT_VERSION, model=state, dtype=str(dtype).replace("torch.", ""))
+    _save_atomic(small, Path(path))
+    return Path(path).stat().st_size
+
+
+# --------------------------------------------------------------------------------------
+# 5. The training loop
+# --------------------------------------------------------------------------------------
+
+
+def _progress_bar():
+    """``tqdm.auto.tqdm``, or a silent stand-in where tqdm is not installed (a bare GPU box)."""
+    try:
+        from tqdm.auto import tqdm
+
+        return tqdm
+    except ImportError:
+
+        class _Silent:
+            def __init__(self, *args, **kwargs):
+                pass
+
+            def update(self, n=1):
+                pass
+
+            def set_postfix(self, **kwargs):
+                pass
+
+            def close(self):
+                pass
+
+        return _Silent
+
+
+class _Stop(Exception):
+    """Internal: leave the epoch loop early (max_steps reached)."""
+
+
+def _make_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
+    if config.weight_decay > 0:
+        # Decay matrices only: shrinking biases and LayerNorm gains towards 0 is not regularisation.
+        decay = [p for p in model.parameters() if p.dim() >= 2]
+        rest = [p for p in model.parameters() if p.dim() < 2]
+        groups = [{"params": decay, "weight_decay": config.weight_decay}, {"params": rest, "weight_decay": 0.0}]
+        return torch.optim.AdamW(groups, lr=1.0, betas=config.betas, eps=config.eps)
+    return torch.optim.Adam(model.parameters(), lr=1.0, betas=config.betas, eps=config.eps)
+
+
+def _rng_state() -> dict:
+    state = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict) -> None:
+    # RNG states are CPU ByteTensors even when the checkpoint was mapped to the GPU.
+    torch.set_rng_state(state["torch"].cpu())
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
+
+
+def _device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+
+
+@torch.no_grad()
+def validation_loss(model: Transformer, corpus: "Corpus", split: str, criterion: LabelSmoothingLoss, max_tokens: int, device: torch.device, autocast=nullcontext) -> tuple[float, float]:
+    """Teacher-forced ``(label-smoothed loss, perplexity)`` per target token on ``split``.
+
+    The perplexity is ``exp`` of the plain cross-entropy (no smoothing), the
+    number the paper's Table 3 reports.
+    """
+    model.eval()
+    total, nll, tokens = 0.0, 0.0, 0
+    for batch in corpus.batcher(split, max_tokens, shuffle=False):
+        batch = batch.to(device)
+        with autocast():
+            logits = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)  # (B, T, V)
+        total += criterion(logits, batch.tgt_out, reduction="sum").item()
+        nll += F.cross_entropy(logits.float().flatten(0, 1), batch.tgt_out.flatten(), ignore_index=criterion.pad_id, reduction="sum").item()
+        tokens += batch.n_tokens
+    return total / max(tokens, 1), math.exp(min(nll / max(tokens, 1), 50.0))
+
+
+def train(
+    config: TrainConfig | str | None = None,
+    corpus: "Corpus | None" = None,
+    out_dir: str | os.PathLike | None = None,
+    device: str | torch.device | None = None,
+    resume: bool = True,
+    progress: bool = True,
+    max_minutes: float | None = None,
+    max_steps: int | None = None,
+    data_dir: str | os.PathLike | None = None,
+    evaluate_test: bool = True,
+) -> dict:
+    """Train a German→English Transformer on Multi30k and evaluate it.
+
+    Each epoch: one pass over the shuffled training batches (Adam, the Noam
+    schedule, gradient clipping; bf16 autocast on CUDA, float32 on CPU), then
+    the validation loss, and every ``eval_every`` epochs the validation BLEU of
+    greedy decoding. ``out_dir`` receives ``last.pt`` (everything needed to
+    resume) after every epoch, ``best.pt`` (the weights with the best
+    validation BLEU), ``history.json``, and at the end ``metrics.json`` with the
+    test BLEU of ``best.pt`` (beam ``config.beam_size``) and
+    ``test_hypotheses.txt``.
+
+    Resuming: when ``out_dir/last.pt`` exists and ``resume`` is true, the run
+    continues exactly where it stopped (weights, optimizer, schedule, step,
+    position inside the epoch, history, random state); raising ``epochs``
+    extends a finished run. Ctrl-C (``KeyboardInterrupt``) saves ``last.pt``
+    first and then re-raises, so an interrupted run loses nothing.
+
+    Args:
+        config: a :class:`TrainConfig`, a preset name (``"quick"``/``"full"``),
+            or ``None`` for the preset of :func:`~transformer_lessons.config.compute_mode`.
+        corpus: a prepared :class:`~transformer_lessons.data.Corpus`; default
+            :func:`~transformer_lessons.data.prepare_corpus` with the config's
+            ``min_freq``, ``max_len`` and ``limit``.
+        out_dir: where checkpoints and logs go (default ``runs/<config.name>``).
+        device: default CUDA if available, else CPU.
+        resume: continue from ``out_dir/last.pt`` if it exists.
+        progress: tqdm progress bars with the live loss.
+        max_minutes: stop training after this much wall time (default
+            ``config.max_minutes``), then evaluate as usual.
+        max_steps: stop after this many updates in total, save ``last.pt``
+            and return without the test evaluation (for tests and demos of resuming).
+        data_dir: raw Multi30k files (see :func:`transformer_lessons.data.fetch`).
+        evaluate_test: decode the test set at the end.
+
+    Returns:
+        dict with ``history`` (one dict per epoch: epoch, step, train_loss,
+        val_loss, val_ppl, val_bleu, lr, tokens_per_s, elapsed_s), ``test``
+        (BLEU, signature, tutorial BLEU; ``None`` when skipped), ``best_epoch``,
+        ``best_val_bleu``, ``step``, ``stopped`` (``"done"``, ``"time_limit"``
+        or ``"max_steps"``), ``out_dir``.
+    """
+    from transformer_lessons.data import prepare_corpus
+    from transformer_lessons.decode import evaluate
+
+    config = get_train_config(config)
+    out = Path(out_dir) if out_dir is not None else default_out_dir(config.name)
+    out.mkdir(parents=True, exist_ok=True)
+    device = torch.device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    max_minutes = max_minutes if max_minutes is not None else config.max_minutes
+    if corpus is None:
+        corpus = prepare_corpus(data_dir, min_freq=config.min_freq, max_len=config.max_len, limit=config.limit, progress=progress)
+    src_vocab, tgt_vocab = corpus.src_vocab, corpus.tgt_vocab
+    for split in ("train", "val"):
+        if split not in corpus.pairs:
+            raise ValueError(f"the corpus has no {split!r} split; prepare it with splits including {split!r}")
+
+    # --- model, optimizer, schedule: fresh or from last.pt ---
+    torch.manual_seed(config.seed)
+    random.seed(config.seed)
+    model = Transformer(config.model, len(src_vocab), len(tgt_vocab)).to(device)
+    optimizer = _make_optimizer(model, config)
+    scheduler = noam_scheduler(optimizer, config.model.d_model, config.warmup, config.lr_factor)
+    step, epoch, batch_in_epoch = 0, 0, 0
+    sums = {"loss": 0.0, "tokens": 0, "time": 0.0}
+    history: list[dict] = []
+    best_bleu, best_epoch = -1.0, None
+    last_path, best_path = out / "last.pt", out / "best.pt"
+    if resume and last_path.is_file():
+        ckpt = read_checkpoint(last_path, map_location=device)
+        if ckpt.get("model_config") != config.model.to_dict():
+            raise CheckpointError(
+                f"{last_path} was trained with model {ckpt.get('model_config')}, not {config.model.to_dict()}; "
+                "use another out_dir, or resume=False (--no-resume) to start over"
+            )
+        if ckpt["src_vocab"]["itos"] != src_vocab.itos or ckpt["tgt_vocab"]["itos"] != tgt_vocab.itos:
+            raise CheckpointError(
+                f"{last_path} was trained with other vocabularies (source {len(ckpt['src_vocab']['itos'])}, target "
+                f"{len(ckpt['tgt_vocab']['itos'])} tokens; this corpus: {len(src_vocab)}, {len(tgt_vocab)}): "
+                "prepare the corpus with the run's min_freq/limit/max_len, or start over with resume=False"
+            )
+        check_state_fits(model, ckpt["model"], len(src_vocab), len(tgt_vocab))
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        scheduler.load_state_dict(ckpt["scheduler"])
+        step, epoch, batch_in_epoch = ckpt["step"], ckpt["epoch"], ckpt["batch_in_epoch"]
+        sums = dict(ckpt["epoch_sums"])
+        history = list(ckpt["history"])
+        best_bleu, best_epoch = ckpt["best_val_bleu"], ckpt["best_epoch"]
+        _set_rng_state(ckpt["rng"])
+        if progress:
+            print(f"resuming {last_path}: epoch {epoch + 1}, step {step}")
+
+    criterion = LabelSmoothingLoss(len(tgt_vocab), tgt_vocab.pad_id, config.smoothing)
+    use_cuda = device.type == "cuda"
+    autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if use_cuda else nullcontext
+    step_model = torch.compile(model, dynamic=True) if (config.compile and use_cuda) else model
+    batcher = corpus.batcher("train", config.max_tokens, shuffle=True, seed=config.seed)
+    n_params = model.num_parameters()
+
+    def checkpoint_dict(with_training_state: bool = True) -> dict:
+        ckpt = {
+            "format": CHECKPOINT_FORMAT,
+            "version": CHECKPOINT_VERSION,
+            "model_config": config.model.to_dict(),
+            "train_config": config.to_dict(),
+            "src_vocab": src_vocab.to_dict(),
+            "tgt_vocab": tgt_vocab.to_dict(),
+            "model": model.state_dict(),
+            "step": step,
+            "epoch": epoch,
+            "history": history,
+            "best_val_bleu": best_bleu,
+            "best_epoch": best_epoch,
+        }
+        if with_training_state:
+            ckpt.update(
+                optimizer=optimizer.state_dict(),
+                scheduler=scheduler.state_dict(),
+                batch_in_epoch=batch_in_epoch,
+                epoch_sums=dict(sums),
+                rng=_rng_state(),
+            )
+        return ckpt
+
+    pending = {"loss": torch.zeros((), device=device), "since": time.perf_counter()}  # this epoch, not yet in sums
+
+    def flush() -> None:
+        # Move the device-side loss sum and the elapsed time into `sums` (one sync).
+        sums["loss"] += pending["loss"].item()
+        sums["time"] += time.perf_counter() - pending["since"]
+        pending["loss"].zero_()
+        pending["since"] = time.perf_counter()
+
+    def save_last() -> None:
+        flush()
+        _save_atomic(checkpoint_dict(), last_path)
+        (out / "history.json").write_text(json.dumps(history, indent=1))
+
+    start = time.perf_counter()
+    stopped = "done"
+    try:
+        while epoch < config.epochs:
+            model.train()
+            batcher.set_epoch(epoch)  # each epoch's order depends only on (seed, epoch): resumable
+            bar = _progress_bar()(total=len(batcher), desc=f"epoch {epoch + 1}/{config.epochs}", disable=not progress, leave=False, initial=batch_in_epoch)
+            pending["since"] = time.perf_counter()
+            for i, batch in enumerate(batcher):
+                if i < batch_in_epoch:
+                    continue  # already trained on before the interruption
+                batch = batch.to(device)
+                with autocast():
+                    logits = step_model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)  # (B, T, V)
+                    loss = criterion(logits, batch.tgt_out)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                if config.clip_norm:
+                    nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
+                optimizer.step()
+                scheduler.step()
+                step += 1
+                batch_in_epoch = i + 1
+                pending["loss"] += loss.detach() * batch.n_tokens  # summed on the device: no sync every step
+                sums["tokens"] += batch.n_tokens
+                bar.update(1)
+                if progress and (step % 10 == 0 or i + 1 == len(batcher)):
+                    bar.set_postfix(loss=f"{loss.item():.3f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
+                if max_steps is not None and step >= max_steps:
+                    stopped = "max_steps"
+                elif max_minutes is not None and time.perf_counter() - start > 60 * max_minutes:
+                    stopped = "time_limit"
+                if stopped != "done":
+                    break
+            flush()
+            bar.close()
+            if stopped == "max_steps":
+                raise _Stop
+            if stopped == "time_limit" and batch_in_epoch < len(batcher):
+                save_last()  # a partial epoch: keep its position, do not log it as an epoch
+                break
+
+            # --- end of an epoch: validation, history, checkpoints ---
+            val_loss, val_ppl = validation_loss(model, corpus, "val", criterion, config.max_tokens, device, autocast)
+            val_bleu = None
+            last_epoch = epoch + 1 == config.epochs or stopped != "done"
+            if (epoch + 1) % config.eval_every == 0 or last_epoch:
+                limit = config.bleu_val_limit
+                val_bleu = evaluate(model, "val", corpus=corpus, src_vocab=src_vocab, tgt_vocab=tgt_vocab, beam_size=1, limit=limit, max_extra=config.max_output_extra)["bleu"]
+            history.append(
+                {
+                    "epoch": epoch + 1,
+                    "step": step,
+                    "train_loss": sums["loss"] / max(sums["tokens"], 1),
+                    "val_loss": val_loss,
+                    "val_ppl": val_ppl,
+                    "val_bleu": val_bleu,
+                    "lr": scheduler.get_last_lr()[0],
+                    "tokens_per_s": sums["tokens"] / max(sums["time"], 1e-9),
+                    "epoch_time_s": sums["time"],
+                    "elapsed_s": time.perf_counter() - start,
+                }
+            )
+            if progress:
+                h = history[-1]
+                bleu_text = f", val BLEU {val_bleu:.2f}" if val_bleu is not None else ""
+                print(
+                    f"epoch {h['epoch']:>3}  step {step:>6}  train loss {h['train_loss']:.3f}  val loss {val_loss:.3f} "
+                    f"(ppl {val_ppl:.1f}){bleu_text}  {h['tokens_per_s']:,.0f} tok/s"
+                )
+            if val_bleu is not None and val_bleu > best_bleu:
+                best_bleu, best_epoch = val_bleu, epoch + 1
+                _save_atomic(checkpoint_dict(with_training_state=False), best_path)
+            epoch += 1
+            batch_in_epoch = 0
+            sums = {"loss": 0.0, "tokens": 0, "time": 0.0}
+            pending["since"] = time.perf_counter()  # validation time is not training time
+            save_last()
+            if stopped != "done":
+                break
+    except _Stop:
+        save_last()
+    except KeyboardInterrupt:
+        save_last()
+        print(f"\ninterrupted: saved {last_path} (step {step}); run again with resume to continue")
+        raise
+
+    result = {
+        "history": history,
+        "step": step,
+        "best_epoch": best_epoch,
+        "best_val_bleu": best_bleu if best_epoch is not None else None,
+        "stopped": stopped,
+        "out_dir": str(out),
+        "test": None,
+    }
+    if stopped == "max_steps" or not evaluate_test or "test_2016_flickr" not in corpus.text:
+        return result
+
+    # --- the final test: the best weights, the paper's beam ---
+    eval_model = model
+    if best_path.is_file():
+        eval_model, _, _, _ = load_checkpoint(best_path, device)
+    test = evaluate(
+        eval_model, "test_2016_flickr", corpus=corpus, src_vocab=src_vocab, tgt_vocab=tgt_vocab,
+        beam_size=config.beam_size, length_penalty=config.length_penalty, progress=progress, max_extra=config.max_output_extra,
+    )
+    (out / "test_hypotheses.txt").write_text("\n".join(test.pop("hypotheses")) + "\n", encoding="utf-8")
+    test.pop("references", None)
+    train_time = sum(h["epoch_time_s"] for h in history)
+    tokens = sum(h["tokens_per_s"] * h["epoch_time_s"] for h in history)
+    import sacrebleu
+
+    metrics = {
+        "preset": config.name,
+        "test_2016_flickr": test,
+        "best_epoch": best_epoch,
+        "best_val_bleu": result["best_val_bleu"],
+        "epochs": len(history),
+        "steps": step,
+        "stopped": stopped,
+        "train_time_s": train_time,
+        "wall_time_s": time.perf_counter() - start,
+        "train_tokens_per_s": tokens / max(train_time, 1e-9),
+        "parameters": n_params,
+        "device": _device_name(device),
+        "torch": torch.__version__,
+        "sacrebleu": sacrebleu.__version__,
+        "train_config": config.to_dict(),
+        "corpus": {k: len(v) for k, v in corpus.pairs.items()} | {"src_vocab": len(src_vocab), "tgt_vocab": len(tgt_vocab)},
+    }
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=1, ensure_ascii=False), encoding="utf-8")
+    result["test"] = test
+    result["metrics"] = metrics
+    if progress:
+        print(
+            f"test_2016_flickr: sacreBLEU {test['bleu']:.2f} ({test['signature']}); "
+            f"tutorial BLEU (lowercased, tokenized) {test['tutorial_bleu']:.2f}"
+        )
+    return result
