@@ -1,0 +1,461 @@
+"""Draw the course's diagrams with matplotlib and save them as SVG.
+
+Usage (from the repository root):
+
+    .venv/bin/python images/make_figures.py            # writes into images/
+    .venv/bin/python images/make_figures.py OUT_DIR    # writes somewhere else
+    .venv/bin/python images/make_figures.py OUT_DIR --png   # also PNGs, to look at
+
+The output is byte-for-byte reproducible: no date in the metadata and a fixed
+``svg.hashsalt`` for the ids matplotlib writes. Colours mean the same thing in
+every figure (one colour per kind of sublayer; see ``COLORS``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch, Rectangle  # noqa: E402
+
+COLORS = {
+    "embed": "#d9d2e9",  # token embedding (lavender)
+    "self_attn": "#f9cb9c",  # encoder self-attention (orange)
+    "masked_attn": "#f4a6a6",  # decoder masked self-attention (red)
+    "cross_attn": "#d5a6bd",  # cross-attention (mauve)
+    "ffn": "#9fc5e8",  # position-wise feed-forward (blue)
+    "norm": "#ffe599",  # add & norm (yellow)
+    "output": "#b6d7a8",  # linear + softmax (green)
+    "layer_bg": "#f3f3f3",  # the frame around one layer
+    "q": "#ea9999",
+    "k": "#93c47d",
+    "v": "#6fa8dc",
+    "input": "#d9d9d9",
+}
+HEAD_COLORS = ["#fde3c8", "#f9c08a", "#f39c4f", "#d9771e"]  # heads: tones of the attention orange
+INK = "#262626"
+FONT = 13
+SMALL = 11
+
+FIGURES = ("encoder_decoder", "encoder_layer", "decoder_layer", "qkv", "multi_head")
+
+
+# --- drawing helpers (data units are inches: font sizes mean what they say) --------
+
+
+def canvas(width: float, height: float):
+    fig = plt.figure(figsize=(width, height))
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(0, width)
+    ax.set_ylim(0, height)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    return fig, ax
+
+
+def box(ax, cx, cy, w, h, text="", color="white", fontsize=FONT, lw=1.3, ec=INK, weight="normal", z=2, rounding=0.08):
+    ax.add_patch(
+        FancyBboxPatch((cx - w / 2, cy - h / 2), w, h, boxstyle=f"round,pad=0,rounding_size={rounding}",
+                       fc=color, ec=ec, lw=lw, zorder=z)
+    )
+    if text:
+        ax.text(cx, cy, text, ha="center", va="center", fontsize=fontsize, color=INK, weight=weight, zorder=z + 1)
+    return {"top": (cx, cy + h / 2), "bottom": (cx, cy - h / 2), "left": (cx - w / 2, cy), "right": (cx + w / 2, cy)}
+
+
+def arrow(ax, start, end, color=INK, lw=1.5, style="-|>", z=1, **kw):
+    ax.add_patch(FancyArrowPatch(start, end, arrowstyle=style, mutation_scale=14, lw=lw, color=color,
+                                 shrinkA=0, shrinkB=0, zorder=z, **kw))
+
+
+def path_arrow(ax, points, color=INK, lw=1.5, z=1):
+    """A polyline through ``points`` with an arrowhead on the last segment."""
+    xs, ys = zip(*points[:-1])
+    ax.plot(xs, ys, color=color, lw=lw, zorder=z, solid_capstyle="butt", solid_joinstyle="miter")
+    arrow(ax, points[-2], points[-1], color=color, lw=lw, z=z)
+
+
+def add_circle(ax, cx, cy, symbol="+", r=0.2, color="white"):
+    ax.add_patch(Circle((cx, cy), r, fc=color, ec=INK, lw=1.3, zorder=3))
+    ax.text(cx, cy, symbol, ha="center", va="center", fontsize=FONT + 2, zorder=4)
+
+
+def pe_symbol(ax, cx, cy, r=0.26):
+    """A circle with a sine wave: the positional encoding."""
+    ax.add_patch(Circle((cx, cy), r, fc="white", ec=INK, lw=1.3, zorder=3))
+    t = np.linspace(-0.75, 0.75, 60)
+    ax.plot(cx + t * r, cy + 0.45 * r * np.sin(t * 2 * np.pi / 0.75), color=INK, lw=1.3, zorder=4)
+
+
+def grid(ax, x0, y0, rows, cols, cell, color, values=None, lw=0.8, z=2):
+    """A small matrix of cells, lower-left corner at (x0, y0); ``values`` shade the cells (0..1)."""
+    for r in range(rows):
+        for c in range(cols):
+            alpha = 1.0 if values is None else 0.12 + 0.88 * values[r][c]
+            ax.add_patch(Rectangle((x0 + c * cell, y0 + (rows - 1 - r) * cell), cell, cell, fc=color, ec=INK,
+                                   lw=lw, alpha=1.0, zorder=z))
+            if values is not None:  # shade with white on top so the grid lines stay crisp
+                ax.add_patch(Rectangle((x0 + c * cell, y0 + (rows - 1 - r) * cell), cell, cell, fc="white",
+                                       ec=INK, lw=lw, alpha=1 - alpha, zorder=z + 0.1))
+    return {"left": (x0, y0 + rows * cell / 2), "right": (x0 + cols * cell, y0 + rows * cell / 2),
+            "top": (x0 + cols * cell / 2, y0 + rows * cell), "bottom": (x0 + cols * cell / 2, y0)}
+
+
+def legend(ax, x, y, entries, fontsize=SMALL):
+    for i, (label, color) in enumerate(entries):
+        yy = y - i * 0.38
+        ax.add_patch(FancyBboxPatch((x, yy - 0.12), 0.36, 0.24, boxstyle="round,pad=0,rounding_size=0.04",
+                                    fc=color, ec=INK, lw=1.0))
+        ax.text(x + 0.5, yy, label, va="center", fontsize=fontsize, color=INK)
+
+
+def save(fig, out_dir: Path, name: str, png: bool = False) -> Path:
+    path = out_dir / f"{name}.svg"
+    # No date and a fixed Creator: regenerating gives the same bytes.
+    fig.savefig(path, format="svg", metadata={"Date": None, "Creator": "transformer_lessons images/make_figures.py"})
+    if png:
+        fig.savefig(out_dir / f"{name}.png", format="png", dpi=100)
+    plt.close(fig)
+    return path
+
+
+# --- one layer: sublayers with residual connections --------------------------------
+
+
+def sublayer_stack(ax, cx, y0, sublayers, width=3.4, h=0.62, norm_h=0.42, gap=0.72, residual_x=None):
+    """Draw sublayers bottom-up, each followed by Add & Norm with its residual path.
+
+    ``sublayers`` is a list of ``(text, color, qkv)``; ``qkv`` is ``None`` (a
+    single input) or labels for three input arrows. Returns the y of the top
+    of the last Add & Norm box and a dict of the boxes.
+    """
+    residual_x = residual_x if residual_x is not None else cx - width / 2 - 0.45
+    y = y0
+    boxes = []
+    for text, color, qkv in sublayers:
+        start = y + 0.15  # where the residual branch leaves the main path
+        block_y = y + gap + h / 2
+        b = box(ax, cx, block_y, width, h, text, color)
+        ax.plot([cx, cx], [y, start], color=INK, lw=1.5)
+        if qkv:
+            used = [dx for dx, label in zip((-0.9, 0.0, 0.9), qkv) if label is not None]
+            # With all three inputs from below, fan out; with Q alone (cross-attention),
+            # tap it from the residual line so it cannot be mistaken for K or V.
+            fan = start + 0.1 if 0.0 in used else start
+            ax.plot([cx, cx], [start, fan], color=INK, lw=1.5)
+            ax.plot([min(used) + cx, max(used) + cx], [fan, fan], color=INK, lw=1.5)
+            for dx, label in zip((-0.9, 0.0, 0.9), qkv):
+                if label is None:
+                    continue
+                arrow(ax, (cx + dx, fan), (cx + dx, block_y - h / 2))
+                ax.text(cx + dx + 0.08, fan + 0.08, label, fontsize=SMALL, ha="left", va="bottom", color=INK)
+                if fan == start and dx:
+                    ax.plot([cx + dx], [fan], "o", color=INK, markersize=4, zorder=4)
+        else:
+            arrow(ax, (cx, start), (cx, block_y - h / 2))
+        norm_y = block_y + h / 2 + 0.32 + norm_h / 2
+        n = box(ax, cx, norm_y, width, norm_h, "Add & Norm", COLORS["norm"], fontsize=SMALL + 1)
+        arrow(ax, (cx, block_y + h / 2), (cx, norm_y - norm_h / 2))
+        # Residual: around the sublayer, into the Add & Norm box.
+        ax.plot([cx, residual_x, residual_x], [start, start, norm_y], color=INK, lw=1.5)
+        arrow(ax, (residual_x, norm_y), n["left"])
+        ax.plot([cx], [start], "o", color=INK, markersize=4, zorder=4)
+        boxes.append((b, n))
+        y = norm_y + norm_h / 2
+    return y, boxes
+
+
+def draw_encoder_layer(out_dir, png=False):
+    fig, ax = canvas(7.4, 7.0)
+    cx = 3.6
+    ax.text(cx, 0.25, "x: one vector per source token (S × d_model)", ha="center", fontsize=SMALL, color=INK)
+    arrow(ax, (cx, 0.5), (cx, 1.15))
+    top, _ = sublayer_stack(
+        ax, cx, 1.15,
+        [("Multi-head self-attention", COLORS["self_attn"], ("Q", "K", "V")),
+         ("Feed-forward", COLORS["ffn"], None)],
+    )
+    frame_top = top + 0.55
+    ax.add_patch(FancyBboxPatch((1.3, 0.95), 4.6, frame_top - 0.95, boxstyle="round,pad=0,rounding_size=0.15",
+                                fc=COLORS["layer_bg"], ec="#9e9e9e", lw=1.2, zorder=0))
+    arrow(ax, (cx, top), (cx, frame_top + 0.35))
+    ax.text(cx, frame_top + 0.45, "to the next layer (S × d_model)", ha="center", va="bottom", fontsize=SMALL, color=INK)
+    ax.text(6.1, (0.95 + frame_top) / 2, "× N", fontsize=FONT + 3, va="center", color=INK, weight="bold")
+    ax.text(1.45, frame_top - 0.27, "Encoder layer", fontsize=FONT, color=INK, weight="bold", va="center")
+    ax.text(6.05, 2.05, "Q, K and V are\nall x: every\ntoken looks at\nevery token", fontsize=SMALL - 1,
+            va="center", color="#555555")
+    return save(fig, out_dir, "encoder_layer", png)
+
+
+def draw_decoder_layer(out_dir, png=False):
+    fig, ax = canvas(8.2, 9.2)
+    cx = 3.6
+    ax.text(cx, 0.25, "y: one vector per target token so far (T × d_model)", ha="center", fontsize=SMALL, color=INK)
+    arrow(ax, (cx, 0.5), (cx, 1.15))
+    top, boxes = sublayer_stack(
+        ax, cx, 1.15,
+        [("Masked multi-head\nself-attention", COLORS["masked_attn"], ("Q", "K", "V")),
+         ("Multi-head\ncross-attention", COLORS["cross_attn"], ("Q", None, None)),
+         ("Feed-forward", COLORS["ffn"], None)],
+        h=0.72,
+    )
+    frame_top = top + 0.55
+    ax.add_patch(FancyBboxPatch((1.3, 0.95), 4.6, frame_top - 0.95, boxstyle="round,pad=0,rounding_size=0.15",
+                                fc=COLORS["layer_bg"], ec="#9e9e9e", lw=1.2, zorder=0))
+    arrow(ax, (cx, top), (cx, frame_top + 0.35))
+    ax.text(cx, frame_top + 0.45, "to the next layer (T × d_model)", ha="center", va="bottom", fontsize=SMALL, color=INK)
+    # Keys and values of the cross-attention come from the encoder.
+    cross_box = boxes[1][0]
+    y_box = cross_box["bottom"][1]
+    y_mem = y_box - 0.3
+    mem = box(ax, 7.15, y_mem, 1.7, 0.62, "encoder\noutput", "white", fontsize=SMALL)
+    ax.plot([mem["left"][0], cx], [y_mem, y_mem], color=INK, lw=1.5)
+    for dx, label in ((0.0, "K"), (0.9, "V")):
+        arrow(ax, (cx + dx, y_mem), (cx + dx, y_box))
+        ax.text(cx + dx + 0.08, y_mem + 0.05, label, fontsize=SMALL, ha="left", va="bottom")
+    ax.plot([cx + 0.9], [y_mem], "o", color=INK, markersize=4, zorder=4)
+    ax.text(6.1, (0.95 + frame_top) / 2 + 1.2, "× N", fontsize=FONT + 3, va="center", color=INK, weight="bold")
+    ax.text(1.45, frame_top - 0.27, "Decoder layer", fontsize=FONT, color=INK, weight="bold", va="center")
+    ax.text(6.05, 1.8, "causal mask: token t\nsees tokens 0..t only", fontsize=SMALL - 1, va="center", color="#555555")
+    return save(fig, out_dir, "decoder_layer", png)
+
+
+# --- the whole encoder-decoder --------------------------------------------------------
+
+
+def mini_layer(ax, cx, y0, width, parts, title):
+    """A compact layer: coloured strips bottom-up, framed. Returns the frame's top y and strip centres."""
+    pad = 0.14
+    heights = {"norm": 0.24}
+    y = y0 + pad
+    centres = {}
+    top_of_parts = y
+    for key, text in parts:
+        h = heights.get(key, 0.44)
+        color = COLORS["norm"] if key == "norm" else COLORS[key]
+        box(ax, cx, y + h / 2, width - 2 * pad, h, text, color, fontsize=SMALL if key != "norm" else SMALL - 2,
+            lw=1.0, rounding=0.05)
+        centres.setdefault(key, []).append(y + h / 2)
+        y += h + 0.08
+        top_of_parts = y
+    top = top_of_parts - 0.08 + pad + 0.3
+    ax.add_patch(FancyBboxPatch((cx - width / 2, y0), width, top - y0, boxstyle="round,pad=0,rounding_size=0.1",
+                                fc=COLORS["layer_bg"], ec="#9e9e9e", lw=1.1, zorder=1))
+    ax.text(cx - width / 2 + 0.12, top - 0.17, title, fontsize=SMALL - 1, va="center", ha="left", color="#444444")
+    return top, centres
+
+
+def draw_encoder_decoder(out_dir, png=False):
+    fig, ax = canvas(11.6, 12.4)
+    ex, dx = 2.9, 8.3  # centres of the encoder and decoder columns
+    width = 3.5
+    enc_parts = [("self_attn", "Self-attention"), ("norm", "Add & Norm"), ("ffn", "Feed-forward"), ("norm", "Add & Norm")]
+    dec_parts = [("masked_attn", "Masked self-attention"), ("norm", "Add & Norm"), ("cross_attn", "Cross-attention"),
+                 ("norm", "Add & Norm"), ("ffn", "Feed-forward"), ("norm", "Add & Norm")]
+
+    for cx, label, tokens in ((ex, "source tokens", "ein Hund rennt"), (dx, "target tokens, shifted right", "<bos> a dog")):
+        ax.text(cx, 0.3, f"{label}\n“{tokens}”", ha="center", va="center", fontsize=SMALL, color=INK)
+        arrow(ax, (cx, 0.62), (cx, 1.0))
+        box(ax, cx, 1.3, width * 0.8, 0.6, "Embedding × √d_model", COLORS["embed"])
+        arrow(ax, (cx, 1.6), (cx, 1.98))
+        add_circle(ax, cx, 2.18)
+        pe_symbol(ax, cx - 1.25, 2.18)
+        arrow(ax, (cx - 0.99, 2.18), (cx - 0.2, 2.18))
+        ax.text(cx - 1.6, 2.18, "positional\nencoding", ha="right", va="center", fontsize=SMALL - 1, color=INK)
+        arrow(ax, (cx, 2.38), (cx, 2.75))
+
+    # Encoder: layer 1, dots, layer N.
+    top1, _ = mini_layer(ax, ex, 2.75, width, enc_parts, "encoder layer 1")
+    ax.text(ex, top1 + 0.45, "⋮", ha="center", va="center", fontsize=FONT + 6, color=INK)
+    arrow(ax, (ex, top1), (ex, top1 + 0.22))
+    arrow(ax, (ex, top1 + 0.7), (ex, top1 + 0.95))
+    topN, _ = mini_layer(ax, ex, top1 + 0.95, width, enc_parts, "encoder layer N")
+    mem_y = topN + 0.55
+    box(ax, ex, mem_y, width * 0.8, 0.5, "encoder output (memory)", "white", fontsize=SMALL)
+    arrow(ax, (ex, topN), (ex, mem_y - 0.25))
+    ax.text(ex - width / 2 - 0.25, (2.75 + topN) / 2, "N× encoder layers", rotation=90, ha="center", va="center",
+            fontsize=FONT, color=INK)
+
+    # Decoder: layer 1, dots, layer N.
+    dtop1, c1 = mini_layer(ax, dx, 2.75, width, dec_parts, "decoder layer 1")
+    ax.text(dx, dtop1 + 0.45, "⋮", ha="center", va="center", fontsize=FONT + 6, color=INK)
+    arrow(ax, (dx, dtop1), (dx, dtop1 + 0.22))
+    arrow(ax, (dx, dtop1 + 0.7), (dx, dtop1 + 0.95))
+    dtopN, cN = mini_layer(ax, dx, dtop1 + 0.95, width, dec_parts, "decoder layer N")
+    ax.text(dx + width / 2 + 0.25, (2.75 + dtopN) / 2, "N× decoder layers", rotation=90, ha="center", va="center",
+            fontsize=FONT, color=INK)
+
+    # The memory feeds the cross-attention of EVERY decoder layer (keys and values).
+    bus_x = (ex + dx) / 2
+    strip_left = dx - width / 2 + 0.14
+    ax.plot([ex + width * 0.4, bus_x, bus_x], [mem_y, mem_y, c1["cross_attn"][0]], color="#a64d79",
+            lw=2.0, zorder=1.5, solid_joinstyle="miter")
+    for y in (c1["cross_attn"][0], cN["cross_attn"][0]):
+        arrow(ax, (bus_x, y), (strip_left, y), color="#a64d79", lw=2.0, z=3)
+        ax.plot([bus_x], [y], "o", color="#a64d79", markersize=5, zorder=4)
+    ax.text((ex + width * 0.4 + bus_x) / 2 + 0.1, mem_y + 0.2, "keys and values\nfor every decoder layer",
+            ha="center", va="bottom", fontsize=SMALL - 1, color="#741b47")
+
+    # Output: linear + softmax.
+    lin_y = dtopN + 0.55
+    arrow(ax, (dx, dtopN), (dx, lin_y - 0.25))
+    box(ax, dx, lin_y, width * 0.8, 0.5, "Linear (d_model → V)", COLORS["output"])
+    arrow(ax, (dx, lin_y + 0.25), (dx, lin_y + 0.55))
+    box(ax, dx, lin_y + 0.8, width * 0.8, 0.5, "Softmax", COLORS["output"])
+    arrow(ax, (dx, lin_y + 1.05), (dx, lin_y + 1.35))
+    ax.text(dx, lin_y + 1.55, "next-token probabilities\n“a dog runs”", ha="center", va="center", fontsize=SMALL,
+            color=INK)
+
+    legend(ax, 0.35, 11.9, [
+        ("embedding", COLORS["embed"]),
+        ("encoder self-attention", COLORS["self_attn"]),
+        ("masked self-attention", COLORS["masked_attn"]),
+        ("cross-attention", COLORS["cross_attn"]),
+        ("feed-forward", COLORS["ffn"]),
+        ("add & norm (residual)", COLORS["norm"]),
+        ("output projection", COLORS["output"]),
+    ])
+    return save(fig, out_dir, "encoder_decoder", png)
+
+
+# --- attention itself --------------------------------------------------------------------
+
+
+def draw_qkv(out_dir, png=False):
+    fig, ax = canvas(14.6, 6.6)
+    cell = 0.32
+    tokens = ["the", "cat", "sat"]
+    # X: T tokens x d_model.
+    x0, y0 = 0.95, 2.75
+    g = grid(ax, x0, y0, 3, 5, cell, COLORS["input"])
+    for i, t in enumerate(tokens):
+        ax.text(x0 - 0.1, y0 + (2 - i) * cell + cell / 2, t, ha="right", va="center", fontsize=SMALL)
+    ax.text(x0 + 2.5 * cell, y0 - 0.3, "X\n(T × d_model)", ha="center", va="top", fontsize=SMALL)
+
+    rows = {"Q": 5.2, "K": 3.23, "V": 1.25}
+    colors = {"Q": COLORS["q"], "K": COLORS["k"], "V": COLORS["v"]}
+    mats = {}
+    for name, y in rows.items():
+        b = box(ax, 3.8, y, 1.3, 0.62, f"× $W^{name}$", "white")
+        path_arrow(ax, [g["right"], (2.85, g["right"][1]), (2.85, y), b["left"]])
+        mats[name] = grid(ax, 5.0, y - 1.5 * cell, 3, 3, cell, colors[name])
+        arrow(ax, b["right"], mats[name]["left"])
+        ax.text(5.0 + 1.5 * cell, y - 1.5 * cell - 0.08, f"{name} (T × d_k)" if name == "Q" else f"{name} (S × d_k)",
+                ha="center", va="top", fontsize=SMALL)
+    ax.text(3.8, 6.1, "three learned projections\n(the same X, three different matrices)", ha="center", va="center",
+            fontsize=SMALL - 1, color="#555555")
+
+    # Scores: Q Kᵀ / √d_k.
+    sc = box(ax, 7.75, 4.2, 1.7, 0.8, "$Q K^{\\top} / \\sqrt{d_k}$", "white", fontsize=FONT + 1)
+    path_arrow(ax, [mats["Q"]["right"], (6.7, mats["Q"]["right"][1]), (6.7, 4.35), (sc["left"][0], 4.35)])
+    path_arrow(ax, [mats["K"]["right"], (6.7, mats["K"]["right"][1]), (6.7, 4.05), (sc["left"][0], 4.05)])
+    scores = [[0.9, 0.3, 0.55], [0.2, 1.0, 0.65], [0.45, 0.8, 0.6]]
+    sg = grid(ax, 9.15, 4.2 - 1.5 * cell, 3, 3, cell, "#b4a7d6", values=scores)
+    arrow(ax, sc["right"], sg["left"])
+    ax.text(9.15 + 1.5 * cell, 4.2 - 1.5 * cell - 0.08, "scores\n(T × S)", ha="center", va="top", fontsize=SMALL)
+    sm = box(ax, 11.35, 4.2, 1.5, 0.8, "softmax\nover each row", COLORS["self_attn"], fontsize=SMALL)
+    arrow(ax, sg["right"], sm["left"])
+    weights = [[0.62, 0.1, 0.28], [0.05, 0.8, 0.15], [0.2, 0.55, 0.25]]
+    wg = grid(ax, 12.55, 4.2 - 1.5 * cell, 3, 3, cell, COLORS["self_attn"], values=weights)
+    arrow(ax, sm["right"], wg["left"])
+    ax.text(12.55 + 1.5 * cell, 4.2 + 1.5 * cell + 0.1, "weights A\nrows sum to 1", ha="center", va="bottom",
+            fontsize=SMALL)
+
+    # Weighted sum of the values.
+    ws = box(ax, 11.35, 1.25, 1.5, 0.8, "$A\\,V$\nweighted sum", "white", fontsize=SMALL)
+    path_arrow(ax, [wg["bottom"], (wg["bottom"][0], 1.9), (11.35, 1.9), ws["top"]])
+    arrow(ax, mats["V"]["right"], ws["left"])
+    out = grid(ax, 12.55, 1.25 - 1.5 * cell, 3, 3, cell, "#cfe2f3")
+    arrow(ax, ws["right"], out["left"])
+    ax.text(12.55 + 1.5 * cell, 1.25 - 1.5 * cell - 0.08, "output\n(T × d_v)", ha="center", va="top", fontsize=SMALL)
+    ax.text(8.9, 1.0, "each output row mixes the value rows,\nweighted by how well its query\nmatched each key",
+            ha="center", va="center", fontsize=SMALL - 1, color="#555555")
+    return save(fig, out_dir, "qkv", png)
+
+
+def draw_multi_head(out_dir, png=False):
+    fig, ax = canvas(12.4, 10.2)
+    n_heads = 4
+    chunk_w, bar_h = 0.55, 0.42
+    ax.text(6.2, 0.3, "X (T × d_model)", ha="center", va="center", fontsize=SMALL)
+    names = ["Q", "K", "V"]
+    xs = {"Q": 2.4, "K": 6.2, "V": 10.0}
+    chunk_centres = {}
+    for name in names:
+        cx = xs[name]
+        path_arrow(ax, [(6.2, 0.52), (6.2, 0.8), (cx, 0.8), (cx, 1.2)])
+        b = box(ax, cx, 1.5, 2.2, 0.6, f"Linear $W^{name}$", "white")
+        arrow(ax, b["top"], (cx, 2.35))
+        x_left = cx - n_heads * chunk_w / 2
+        for h in range(n_heads):
+            ax.add_patch(Rectangle((x_left + h * chunk_w, 2.35), chunk_w, bar_h, fc=HEAD_COLORS[h], ec=INK, lw=1.0, zorder=2))
+            ax.text(x_left + (h + 0.5) * chunk_w, 2.35 + bar_h / 2, str(h + 1), ha="center", va="center", fontsize=SMALL - 1, zorder=3)
+        chunk_centres[name] = [(x_left + (h + 0.5) * chunk_w, 2.35 + bar_h) for h in range(n_heads)]
+        ax.text(x_left - 0.12, 2.35 + bar_h / 2, name, ha="right", va="center", fontsize=FONT, weight="bold")
+    ax.text(6.2, 3.25, "split d_model into h = 4 heads of d_k = d_model / h columns each", ha="center",
+            va="center", fontsize=SMALL, color="#555555")
+
+    head_xs = [1.75, 4.9, 8.05, 11.2]
+    head_y = 5.0
+    for h, hx in enumerate(head_xs):
+        for k, name in enumerate(names):
+            start = chunk_centres[name][h]
+            end = (hx - 0.5 + 0.5 * k, head_y - 0.45)
+            ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=10, lw=1.2,
+                                         color=HEAD_COLORS[h] if h else "#e0a46c", shrinkA=0, shrinkB=0, zorder=1,
+                                         alpha=0.95))
+        box(ax, hx, head_y, 2.4, 0.9, f"head {h + 1}\nAttention($Q_{h + 1}$, $K_{h + 1}$, $V_{h + 1}$)",
+            HEAD_COLORS[h], fontsize=SMALL - 1)
+    ax.text(6.2, head_y + 0.75, "the heads attend in parallel, each in its own d_k-dimensional subspace",
+            ha="center", va="center", fontsize=SMALL, color="#555555")
+
+    # Concat.
+    concat_y = 6.6
+    x_left = 6.2 - n_heads * chunk_w / 2
+    for h, hx in enumerate(head_xs):
+        cx = x_left + (h + 0.5) * chunk_w
+        path_arrow(ax, [(hx, head_y + 0.45), (hx, head_y + 1.1), (cx, concat_y - 0.35), (cx, concat_y)],
+                   color="#7f6000" if h == 3 else INK, lw=1.2)
+        ax.add_patch(Rectangle((x_left + h * chunk_w, concat_y), chunk_w, bar_h, fc=HEAD_COLORS[h], ec=INK, lw=1.0, zorder=2))
+        ax.text(cx, concat_y + bar_h / 2, str(h + 1), ha="center", va="center", fontsize=SMALL - 1, zorder=3)
+    ax.text(x_left + n_heads * chunk_w + 0.2, concat_y + bar_h / 2, "concat: T × (h · d_k) = T × d_model",
+            ha="left", va="center", fontsize=SMALL)
+    arrow(ax, (6.2, concat_y + bar_h), (6.2, 7.75))
+    b = box(ax, 6.2, 8.05, 2.2, 0.6, "Linear $W^O$", "white")
+    ax.text(7.5, 8.05, "mixes the heads back together", ha="left", va="center", fontsize=SMALL, color="#555555")
+    arrow(ax, b["top"], (6.2, 8.95))
+    ax.add_patch(Rectangle((6.2 - n_heads * chunk_w / 2, 8.95), n_heads * chunk_w, bar_h, fc=COLORS["self_attn"], ec=INK, lw=1.0))
+    ax.text(6.2, 9.75, "MultiHead(Q, K, V)  (T × d_model)", ha="center", va="center", fontsize=FONT)
+    return save(fig, out_dir, "multi_head", png)
+
+
+DRAWERS = {
+    "encoder_decoder": draw_encoder_decoder,
+    "encoder_layer": draw_encoder_layer,
+    "decoder_layer": draw_decoder_layer,
+    "qkv": draw_qkv,
+    "multi_head": draw_multi_head,
+}
+
+
+def main(argv: list[str] | None = None) -> list[Path]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out_dir", nargs="?", default=str(Path(__file__).resolve().parent), help="where to write (default: images/)")
+    parser.add_argument("--png", action="store_true", help="also write PNG renders, to look at")
+    args = parser.parse_args(argv)
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with plt.rc_context({"svg.hashsalt": "transformer-lessons", "font.family": "DejaVu Sans", "svg.fonttype": "path"}):
+        return [DRAWERS[name](out_dir, args.png) for name in FIGURES]
+
+
+if __name__ == "__main__":
+    for written in main(sys.argv[1:]):
+        print(written)

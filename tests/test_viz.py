@@ -1,0 +1,214 @@
+"""Plots and widgets: they show the data they are given, and the controls change it.
+
+No browser here: the widgets expose what they draw (``current_matrix()``,
+``.figure``), and changing a control's ``value`` runs the same observer a click
+in JupyterLab runs. tests/browser/ checks rendering in a real browser.
+"""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
+
+from transformer_lessons import PRESETS, Transformer, padding_mask, target_mask, viz
+from transformer_lessons.layers import sinusoidal_positional_encoding
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def _random_attention(*shape, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.rand(*shape, generator=g).softmax(dim=-1)
+
+
+def _ticks(ax, axis):
+    labels = ax.get_xticklabels() if axis == "x" else ax.get_yticklabels()
+    return [t.get_text() for t in labels]
+
+
+# --- static plots ----------------------------------------------------------------------
+
+
+def test_plot_attention_labels_both_axes_and_shows_the_weights():
+    weights = _random_attention(3, 4)
+    ax = viz.plot_attention(weights, x_labels=list("abcd"), y_labels=["x", "y", "z"], title="t")
+    assert _ticks(ax, "x") == list("abcd")
+    assert _ticks(ax, "y") == ["x", "y", "z"]
+    shown = np.asarray(ax.collections[0].get_array()).reshape(3, 4)
+    np.testing.assert_allclose(shown, weights.numpy(), rtol=1e-6)
+    assert ax.get_title() == "t"
+
+
+def test_plot_attention_rejects_labels_that_do_not_fit():
+    with pytest.raises(ValueError):
+        viz.plot_attention(_random_attention(3, 4), x_labels=list("abc"))
+
+
+def test_plot_heads_draws_one_panel_per_head():
+    fig = viz.plot_heads(_random_attention(4, 3, 5), x_labels=list("abcde"), y_labels=list("xyz"))
+    heatmaps = [ax for ax in fig.axes if ax.collections]
+    assert len(heatmaps) >= 4
+
+
+def test_plot_mask_shows_allowed_and_blocked():
+    mask = torch.ones(4, 4, dtype=torch.bool).tril()
+    ax = viz.plot_mask(mask, x_labels=list("abcd"), y_labels=list("abcd"))
+    shown = np.asarray(ax.collections[0].get_array()).reshape(4, 4)
+    np.testing.assert_array_equal(shown.astype(bool), mask.numpy())
+
+
+def test_plot_positional_encoding_shows_the_table():
+    pe = sinusoidal_positional_encoding(20, 8)
+    ax = viz.plot_positional_encoding(pe)
+    shown = np.asarray(ax.collections[0].get_array()) if ax.collections else ax.images[0].get_array()
+    np.testing.assert_allclose(np.asarray(shown).reshape(20, 8), pe.numpy(), rtol=1e-6, atol=1e-7)
+
+
+def test_plot_history_plots_what_exists():
+    history = [
+        {"epoch": 1, "train_loss": 5.0, "val_loss": 4.5, "val_bleu": 3.0},
+        {"epoch": 2, "train_loss": 4.0, "val_loss": 3.9, "val_bleu": 9.0},
+    ]
+    fig = viz.plot_history(history)
+    plotted = [list(line.get_ydata()) for ax in fig.axes for line in ax.get_lines()]
+    assert [5.0, 4.0] in plotted and [4.5, 3.9] in plotted and [3.0, 9.0] in plotted
+    only_loss = viz.plot_history([{"epoch": 1, "train_loss": 2.0}])
+    assert any(list(line.get_ydata()) == [2.0] for ax in only_loss.axes for line in ax.get_lines())
+
+
+def test_plot_learning_rate_takes_a_function_or_values():
+    rate = lambda step: min(step**-0.5, step * 10**-1.5)  # noqa: E731 - Noam shape, warmup 10
+    ax = viz.plot_learning_rate(rate, steps=range(1, 51))
+    ys = ax.get_lines()[0].get_ydata()
+    assert int(np.argmax(ys)) + 1 == 10  # the peak sits at the warm-up step
+    ax2 = viz.plot_learning_rate([0.1, 0.2, 0.3])
+    np.testing.assert_allclose(ax2.get_lines()[0].get_ydata(), [0.1, 0.2, 0.3])
+
+
+def test_plot_label_smoothing_draws_the_distribution():
+    dist = torch.tensor([0.0, 0.9, 0.05, 0.05])
+    fig = viz.plot_label_smoothing(dist, labels=["<pad>", "dog", "cat", "a"])
+    heights = [p.get_height() for ax in fig.axes for p in ax.patches]
+    np.testing.assert_allclose(sorted(heights)[-4:], sorted(dist.tolist()), atol=1e-7)
+
+
+# --- widgets -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def model_attention():
+    torch.manual_seed(0)
+    model = Transformer(PRESETS["tiny"], 20, 20).eval()
+    src = torch.tensor([[5, 6, 7, 8, 9], [10, 11, 12, 1, 1]])  # second sentence padded with pad id 1
+    tgt = torch.tensor([[2, 13, 14, 15], [2, 16, 1, 1]])
+    model(src, tgt, padding_mask(src, 1), target_mask(tgt, 1))
+    src_tokens = [["ein", "Hund", "rennt", "schnell", "."], ["zwei", "Katzen", "."]]
+    tgt_tokens = [["<bos>", "a", "dog", "runs"], ["<bos>", "two"]]
+    return model.attention_weights(), src_tokens, tgt_tokens
+
+
+def test_attention_explorer_controls_select_the_right_slice(model_attention):
+    attention, src_tokens, tgt_tokens = model_attention
+    explorer = viz.attention_explorer(attention, src_tokens, tgt_tokens)
+    c = explorer.controls
+    assert set(c) == {"kind", "layer", "head", "sentence"}
+    c["kind"].value = "cross"
+    c["layer"].value = 1
+    c["head"].value = 2
+    expected = attention["cross"][1][0, 2, :4, :5].numpy()
+    np.testing.assert_allclose(explorer.current_matrix(), expected)
+    assert explorer.current_tokens() == (tgt_tokens[0], src_tokens[0])
+
+
+def test_attention_explorer_trims_padding_and_averages_heads(model_attention):
+    attention, src_tokens, tgt_tokens = model_attention
+    explorer = viz.attention_explorer(attention, src_tokens, tgt_tokens)
+    explorer.controls["kind"].value = "encoder"
+    explorer.controls["sentence"].value = 1
+    shown = explorer.current_matrix()
+    assert shown.shape == (3, 3)  # three real source tokens, padding trimmed
+    np.testing.assert_allclose(shown, attention["encoder"][0][1, :, :3, :3].mean(dim=0).numpy(), rtol=1e-6)
+
+
+def test_attention_explorer_redraws_on_change(model_attention):
+    attention, src_tokens, tgt_tokens = model_attention
+    explorer = viz.attention_explorer(attention, src_tokens, tgt_tokens)
+    before_png, before_fig = explorer._png, explorer.figure
+    explorer.controls["head"].value = 1
+    assert explorer.figure is not before_fig
+    assert explorer._png != before_png
+    assert explorer.output.outputs[0]["data"]["image/png"]  # the static image a plain export shows
+
+
+def test_attention_explorer_accepts_a_single_tensor():
+    weights = _random_attention(1, 2, 3, 3)  # (B, H, T, S)
+    explorer = viz.attention_explorer(weights, ["a", "b", "c"])
+    assert "kind" not in explorer.controls and "sentence" not in explorer.controls
+    explorer.controls["head"].value = 1
+    np.testing.assert_allclose(explorer.current_matrix(), weights[0, 1].numpy())
+
+
+def test_attention_explorer_text_display_is_stable(model_attention):
+    attention, src_tokens, tgt_tokens = model_attention
+    a = viz.attention_explorer(attention, src_tokens, tgt_tokens)._repr_mimebundle_()["text/plain"]
+    b = viz.attention_explorer(attention, src_tokens, tgt_tokens)._repr_mimebundle_()["text/plain"]
+    assert a == b and "layer 0" in a
+
+
+def test_positional_encoding_explorer_follows_its_sliders():
+    explorer = viz.positional_encoding_explorer(max_len=30, d_model=16)
+    pe = sinusoidal_positional_encoding(30, 16).numpy()
+    explorer.controls["position"].value = 7
+    explorer.controls["dimension"].value = 5
+    np.testing.assert_allclose(explorer.current_row(), pe[7], atol=1e-6)
+    np.testing.assert_allclose(explorer.current_column(), pe[:, 5], atol=1e-6)
+
+
+def test_generation_stepper_shows_each_step(model_attention):
+    attention, src_tokens, tgt_tokens = model_attention
+    cross = [w[0] for w in attention["cross"]]  # layers of (H, T, S) for sentence 0
+    stepper = viz.generation_stepper(src_tokens[0], ["a", "dog", "runs", "<eos>"], cross)
+    stepper.controls["step"].value = 2
+    stepper.controls["layer"].value = 0
+    stepper.controls["head"].value = 3
+    np.testing.assert_allclose(stepper.current_weights(), attention["cross"][0][0, 3, 2, :5].numpy())
+    assert stepper.current_prefix() == ["a", "dog", "runs"]
+    assert "runs" in stepper.html.value
+
+
+# --- the figures in images/ ---------------------------------------------------------------
+
+
+FIGURES = ("encoder_decoder", "encoder_layer", "decoder_layer", "qkv", "multi_head")
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_committed_figures_exist(name):
+    path = ROOT / "images" / f"{name}.svg"
+    assert path.exists() and path.stat().st_size > 1000, f"{path.name} missing: run images/make_figures.py"
+
+
+def test_figure_script_reproduces_the_committed_svgs(tmp_path):
+    run = subprocess.run([sys.executable, str(ROOT / "images" / "make_figures.py"), str(tmp_path)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    for name in FIGURES:
+        fresh = (tmp_path / f"{name}.svg").read_bytes()
+        committed = (ROOT / "images" / f"{name}.svg").read_bytes()
+        assert fresh == committed, f"images/{name}.svg is stale: run images/make_figures.py"
