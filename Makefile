@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 # Tests and CI read Multi30k from the shared copy beside the project when there is one.
 DATA   ?= $(abspath $(wildcard ../shared/data/multi30k))
 
-.PHONY: lab test unit notebooks setup bench clean
+.PHONY: lab test unit notebooks setup bench clean learner learner-test browser-test ci
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,10 +26,10 @@ lab: setup
 # Every test: unit tests, then every notebook executed by nbval in quick mode.
 test: setup
 	TRANSFORMER_LESSONS_MODE=quick TRANSFORMER_LESSONS_DATA="$(DATA)" MPLBACKEND=agg \
-		$(BIN)/python -m pytest tests --nbval notebooks/ -p no:cacheprovider
+		$(BIN)/python -m pytest tests --nbval notebooks/ -m "not learner_exec" --ignore=tests/browser -p no:cacheprovider
 
 unit: setup
-	TRANSFORMER_LESSONS_MODE=quick TRANSFORMER_LESSONS_DATA="$(DATA)" $(BIN)/python -m pytest tests -p no:cacheprovider
+	TRANSFORMER_LESSONS_MODE=quick TRANSFORMER_LESSONS_DATA="$(DATA)" $(BIN)/python -m pytest tests -m "not learner_exec" --ignore=tests/browser -p no:cacheprovider
 
 notebooks: setup
 	TRANSFORMER_LESSONS_MODE=quick TRANSFORMER_LESSONS_DATA="$(DATA)" MPLBACKEND=agg \
@@ -37,6 +37,27 @@ notebooks: setup
 
 bench: setup
 	$(BIN)/python benchmarks/bench_model.py
+	$(BIN)/python benchmarks/bench_train.py
+
+# Learner notebooks (exercises as stubs, solutions folded) and the Colab cells, generated from notebooks/.
+learner: setup
+	$(BIN)/python scripts/colab.py
+	$(BIN)/python scripts/build_learner.py
+
+# learner/ and the Colab cells are up to date; every learner notebook runs with its exercises open.
+learner-test: setup
+	$(BIN)/python scripts/colab.py --check
+	$(BIN)/python scripts/build_learner.py --check
+	TRANSFORMER_LESSONS_MODE=quick TRANSFORMER_LESSONS_DATA="$(DATA)" MPLBACKEND=agg \
+		$(BIN)/python -m pytest tests/test_learner_build.py -m learner_exec -p no:cacheprovider
+
+# The attention explorer and the folded solutions in JupyterLab + headless Chromium (installs Chromium and Playwright).
+browser-test: setup
+	bash scripts/browser_setup.sh $(BIN)/python
+	TRANSFORMER_LESSONS_MODE=quick $(BIN)/python -m pytest tests/browser -p no:cacheprovider
+
+# What CI runs: every test, the learner versions, and the browser test.
+ci: test learner-test browser-test
 
 clean:
 	rm -rf $(VENV) .pytest_cache

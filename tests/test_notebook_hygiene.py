@@ -64,7 +64,8 @@ def test_no_machine_paths(notebook):
 
 def test_opens_with_goals_and_time(notebook):
     path, nb = notebook
-    first = nb["cells"][0]
+    # The "Open in Colab" badge (scripts/colab.py) comes first; the lesson opens right after it.
+    first = next(c for c in nb["cells"] if "colab-badge" not in c.get("metadata", {}).get("tags", []))
     assert first["cell_type"] == "markdown", f"{path.name} must open with a markdown cell"
     text = _source(first)
     assert text.lstrip().startswith("#"), f"{path.name}: the first cell should start with a title"

@@ -1,0 +1,268 @@
+"""Stamp Google Colab support into the course notebooks: a badge and a setup cell.
+
+Every notebook (solution versions in ``notebooks/``, learner versions in
+``learner/``) gets two cells, recognised by their metadata tag so that stamping
+again replaces them instead of adding more:
+
+* ``colab-badge``: a markdown cell at the very top with an "Open in Colab"
+  badge for this very file;
+* ``colab-setup``: a code cell just before the first code cell. On Colab
+  (``"google.colab" in sys.modules``) it installs the course package with
+  ``--no-deps``, so Colab's own PyTorch build (the one matching its GPU drivers)
+  is kept, adds the few dependencies Colab lacks, and turns on Colab's widget
+  manager for the attention explorers. Anywhere else it does nothing and prints
+  nothing, so nbval sees the same (empty) output on every machine.
+
+The repository address has one home: ``[project.urls] Repository`` in
+``pyproject.toml``; the pinned versions come from ``[project] dependencies``.
+
+Usage (from the repository root)::
+
+    python scripts/colab.py            # stamp notebooks/*.ipynb and learner/*.ipynb
+    python scripts/colab.py --check    # exit 1 and list the notebooks out of sync
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK_DIRS = ("notebooks", "learner")
+NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"
+
+BADGE_TAG = "colab-badge"
+SETUP_TAG = "colab-setup"
+COLAB_TAGS = (BADGE_TAG, SETUP_TAG)
+BRANCH = "main"
+BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
+
+# Colab ships torch, numpy, matplotlib, seaborn, ipywidgets, spacy and tqdm;
+# these are the course's dependencies it does not ship (installed at the pinned version).
+MISSING_ON_COLAB = ("sacrebleu",)
+# Notebooks that train a real model: on Colab their setup cell asks for a GPU runtime.
+GPU_RECOMMENDED = ("11_",)
+
+
+class CourseConfigError(RuntimeError):
+    """pyproject.toml lacks what stamping needs (the repository address, a pin)."""
+
+
+@dataclass(frozen=True)
+class Course:
+    """What the stamped cells need to know about the project."""
+
+    repository: str  # https://github.com/<owner>/<repo>, from [project.urls] Repository
+    pins: dict[str, str]  # package name -> requirement as pinned in [project] dependencies
+
+    @property
+    def github_path(self) -> str:
+        """``owner/repo`` of the repository."""
+        match = re.fullmatch(r"https://github\.com/([\w.-]+)/([\w.-]+?)(?:\.git)?/?", self.repository)
+        if not match:
+            raise CourseConfigError(
+                f"Colab opens notebooks from GitHub; [project.urls] Repository must look like "
+                f"https://github.com/<owner>/<repo>, not {self.repository!r}"
+            )
+        return f"{match[1]}/{match[2]}"
+
+    def colab_url(self, rel_path: str) -> str:
+        return f"https://colab.research.google.com/github/{self.github_path}/blob/{BRANCH}/{rel_path}"
+
+    def github_url(self, rel_path: str) -> str:
+        return f"https://github.com/{self.github_path}/blob/{BRANCH}/{rel_path}"
+
+    def pip_source(self) -> str:
+        return f"git+https://github.com/{self.github_path}@{BRANCH}"
+
+
+def _parse_pyproject(text: str) -> dict:
+    try:
+        import tomllib  # Python >= 3.11
+    except ModuleNotFoundError:  # pragma: no cover - Python 3.10: read only the two entries used here
+        urls = re.search(r"^\[project\.urls\]\s*$(.*?)(?=^\[|\Z)", text, re.M | re.S)
+        repo = re.search(r'^Repository\s*=\s*"([^"]+)"', urls[1], re.M) if urls else None
+        deps = re.search(r"^dependencies\s*=\s*\[(.*?)\]", text, re.M | re.S)
+        return {"project": {
+            "urls": {"Repository": repo[1]} if repo else {},
+            "dependencies": re.findall(r'"([^"]+)"', deps[1]) if deps else [],
+        }}
+    return tomllib.loads(text)
+
+
+def read_course(pyproject: Path = ROOT / "pyproject.toml") -> Course:
+    """The repository address and the pinned dependencies, from ``pyproject.toml``."""
+    project = _parse_pyproject(pyproject.read_text(encoding="utf-8")).get("project", {})
+    repository = project.get("urls", {}).get("Repository")
+    if not repository:
+        raise CourseConfigError(
+            f"{pyproject.name} has no [project.urls] Repository; add the GitHub address there "
+            f"(it is the one place the notebooks' Colab links and install command come from)"
+        )
+    pins = {}
+    for requirement in project.get("dependencies", []):
+        name = re.split(r"[<>=!~\[; ]", requirement, maxsplit=1)[0].lower()
+        pins[name] = requirement.replace(" ", "")
+    return Course(repository=repository.rstrip("/"), pins=pins)
+
+
+def try_read_course(pyproject: Path = ROOT / "pyproject.toml") -> Course | None:
+    """:func:`read_course`, or ``None`` while the project has no repository address yet."""
+    try:
+        return read_course(pyproject)
+    except CourseConfigError:
+        return None
+
+
+# --- the two cells -----------------------------------------------------------------
+
+
+def _tags(cell) -> list[str]:
+    return list(cell.get("metadata", {}).get("tags", []))
+
+
+def is_colab_cell(cell) -> bool:
+    return any(tag in COLAB_TAGS for tag in _tags(cell))
+
+
+def badge_source(rel_path: str, course: Course) -> str:
+    return f"[![Open In Colab]({BADGE_IMAGE})]({course.colab_url(rel_path)})"
+
+
+def setup_source(rel_path: str, course: Course) -> str:
+    extras = []
+    for name in MISSING_ON_COLAB:
+        if name not in course.pins:
+            raise CourseConfigError(f"{name} is not among the [project] dependencies of pyproject.toml")
+        extras.append(course.pins[name])
+    quoted = ", ".join(f'"{e}"' for e in extras)
+    gpu = Path(rel_path).name.startswith(GPU_RECOMMENDED)
+    lines = [
+        "# On Google Colab this cell installs the course package; anywhere else it does nothing.",
+    ]
+    if gpu:
+        lines.append("# This notebook trains a model: on Colab pick a GPU (Runtime → Change runtime type).")
+    lines += [
+        "import sys",
+        "",
+        'if "google.colab" in sys.modules:',
+        "    import subprocess",
+        "",
+        "    # --no-deps keeps Colab's own PyTorch (built for its GPUs); then add only what Colab lacks.",
+        "    pip = [sys.executable, \"-m\", \"pip\", \"install\", \"--quiet\"]",
+        f"    subprocess.run([*pip, \"--no-deps\", \"{course.pip_source()}\"], check=True)",
+        f"    subprocess.run([*pip, {quoted}], check=True)",
+        "    from google.colab import output",
+        "",
+        "    output.enable_custom_widget_manager()  # the attention explorers are ipywidgets",
+    ]
+    if gpu:
+        lines += [
+            "    import torch",
+            "",
+            "    if not torch.cuda.is_available():",
+            '        print("No GPU: training will be slow. Runtime → Change runtime type → GPU, then run all cells again.")',
+        ]
+    return "\n".join(lines)
+
+
+def _cell(kind: str, tag: str, source: str):
+    make = nbformat.v4.new_markdown_cell if kind == "markdown" else nbformat.v4.new_code_cell
+    cell = make(source=source, metadata={"tags": [tag]})
+    cell["id"] = tag  # fixed ids: stamping twice writes the same bytes
+    return cell
+
+
+def strip(nb):
+    """A copy of ``nb`` without its Colab cells."""
+    out = nbformat.from_dict(nb)
+    out.cells = [c for c in nb.cells if not is_colab_cell(c)]
+    return out
+
+
+def stamp(nb, rel_path: str, course: Course):
+    """A copy of ``nb`` with up-to-date Colab cells (badge first, setup before the first code cell).
+
+    A Colab cell whose source is already right is kept as it is (outputs and
+    execution count included), so stamping an executed notebook that is in sync
+    changes nothing.
+    """
+    old = {tag: c for c in nb.cells for tag in _tags(c) if tag in COLAB_TAGS}
+
+    def fresh(kind: str, tag: str, source: str):
+        cell = old.get(tag)
+        if cell is not None and cell.cell_type == kind and _text(cell) == source:
+            return cell
+        return _cell(kind, tag, source)
+
+    out = strip(nb)
+    out.nbformat_minor = max(5, out.get("nbformat_minor", 5))  # nbformat 4.5: cells carry ids
+    cells = list(out.cells)
+    first_code = next((i for i, c in enumerate(cells) if c.cell_type == "code"), len(cells))
+    cells.insert(first_code, fresh("code", SETUP_TAG, setup_source(rel_path, course)))
+    cells.insert(0, fresh("markdown", BADGE_TAG, badge_source(rel_path, course)))
+    out.cells = cells
+    return out
+
+
+def _text(cell) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def in_sync(nb, rel_path: str, course: Course) -> bool:
+    """Whether ``nb`` already carries exactly the cells :func:`stamp` would give it."""
+    key = lambda c: (c.cell_type, c.get("id"), _text(c), tuple(_tags(c)))  # noqa: E731
+    return [key(c) for c in stamp(nb, rel_path, course).cells] == [key(c) for c in nb.cells]
+
+
+# --- command line ------------------------------------------------------------------
+
+
+def notebook_paths(root: Path, dirs=NOTEBOOK_DIRS) -> list[Path]:
+    return [p for d in dirs for p in sorted((root / d).glob(NOTEBOOK_GLOB))]
+
+
+def run(root: Path, course: Course, check: bool, dirs=NOTEBOOK_DIRS) -> list[Path]:
+    """Stamp (or with ``check`` only list) the notebooks under ``root`` that are out of sync."""
+    stale = []
+    for path in notebook_paths(root, dirs):
+        rel = path.relative_to(root).as_posix()
+        nb = nbformat.read(path, as_version=4)
+        if in_sync(nb, rel, course):
+            continue
+        stale.append(path)
+        if not check:
+            nbformat.write(stamp(nb, rel, course), path)
+    return stale
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a notebook is out of sync")
+    parser.add_argument("--root", type=Path, default=ROOT, help="repository root (default: this checkout)")
+    args = parser.parse_args(argv)
+    try:
+        course = read_course(args.root / "pyproject.toml")
+    except CourseConfigError as error:
+        print(f"colab: {error}", file=sys.stderr)
+        return 2
+    stale = run(args.root, course, args.check)
+    rels = [p.relative_to(args.root).as_posix() for p in stale]
+    if args.check:
+        if rels:
+            print("Colab cells out of sync (run python scripts/colab.py):\n  " + "\n  ".join(rels))
+            return 1
+        print("colab: every notebook is in sync")
+        return 0
+    print("colab: stamped " + (", ".join(rels) if rels else "nothing (all in sync)"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,438 @@
+"""Learner notebooks from the solution notebooks, and the Colab cells (scripts/build_learner.py, scripts/colab.py).
+
+The first part builds small synthetic notebooks in a temporary directory; the
+second looks at the real course: ``learner/`` must match a fresh build, and every
+learner notebook must run top to bottom with all its exercises still stubs
+(marker ``learner_exec``: it executes every notebook once more, so it is slow).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))  # the scripts are files, not an installed package
+import build_learner  # noqa: E402
+import colab  # noqa: E402
+
+URL = "https://github.com/example-owner/example-course"
+PYPROJECT = f"""
+[project]
+name = "example"
+dependencies = ["torch==2.13.0", "sacrebleu==2.6.0"]
+
+[project.urls]
+Repository = "{URL}"
+"""
+
+FUNCTION_EXERCISE = '''\
+def causal_mask(size):
+    """Docstring stays."""
+    # BEGIN SOLUTION: return a (size, size) bool tensor, True on and below the diagonal
+    return SOLUTION_ONE(size)
+    # END SOLUTION
+'''
+
+CLASS_EXERCISE = '''\
+class Layer(nn.Module):
+    def __init__(self, d_model):
+        super().__init__()
+        # BEGIN SOLUTION: make self.w = nn.Linear(d_model, d_model)
+        self.w = SOLUTION_INIT(d_model)
+        # END SOLUTION
+
+    def forward(self, x):
+        if x is None:
+            # BEGIN SOLUTION: say "why" with quotes and a back\\slash
+            return SOLUTION_NESTED(x)
+            # END SOLUTION
+        # BEGIN SOLUTION: return self.w(x)
+        y = SOLUTION_FORWARD(x)
+        return y
+        # END SOLUTION
+'''
+
+
+# --- helpers -----------------------------------------------------------------------
+
+
+def _code(source: str, outputs: bool = True):
+    cell = nbformat.v4.new_code_cell(source)
+    if outputs:
+        cell.execution_count = 3
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="an old output\n")]
+    return cell
+
+
+def _write_notebook(root: Path, name: str, cells: list) -> Path:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}}}
+    nb.cells = [nbformat.v4.new_markdown_cell("# Title\n\n10 minutes, CPU fine, no GPU needed"), *cells]
+    for i, cell in enumerate(nb.cells):
+        cell["id"] = f"c{i:02d}"
+    path = root / "notebooks" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.fixture
+def course_root(tmp_path: Path) -> Path:
+    """A tiny course: one notebook with a function exercise, one with a class, one without exercise."""
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT, encoding="utf-8")
+    _write_notebook(tmp_path, "00_intro.ipynb", [_code("print('hello')")])
+    _write_notebook(tmp_path, "01_function.ipynb", [
+        _code("import torch"), _code(FUNCTION_EXERCISE), _code("check_causal_mask(causal_mask)"),
+    ])
+    _write_notebook(tmp_path, "02_class.ipynb", [
+        _code("from torch import nn"), _code(CLASS_EXERCISE), _code("check_layer(Layer)"),
+    ])
+    return tmp_path
+
+
+def _build(root: Path, name: str):
+    course = colab.read_course(root / "pyproject.toml")
+    build_learner.write_all(root, course)
+    return nbformat.read(root / "learner" / name, as_version=4)
+
+
+def _code_sources(nb) -> list[str]:
+    return [c.source for c in nb.cells if c.cell_type == "code"]
+
+
+def _cell(nb, cell_id: str):
+    return next(c for c in nb.cells if c.get("id") == cell_id)
+
+
+# --- the stubs ---------------------------------------------------------------------
+
+
+def test_function_block_becomes_stub_at_its_indentation(course_root):
+    nb = _build(course_root, "01_function.ipynb")
+    assert _cell(nb, "c02-learner").source == textwrap.dedent('''\
+        def causal_mask(size):
+            """Docstring stays."""
+            # YOUR CODE HERE
+            raise NotImplementedError("return a (size, size) bool tensor, True on and below the diagonal")
+        ''')
+
+
+def test_class_methods_and_nested_blocks(course_root):
+    nb = _build(course_root, "02_class.ipynb")
+    source = _cell(nb, "c02-learner").source
+    assert "        super().__init__()\n        # YOUR CODE HERE\n        raise NotImplementedError(\"make self.w = nn.Linear(d_model, d_model)\")" in source
+    assert "            # YOUR CODE HERE\n            raise NotImplementedError(" in source  # inside the if
+    assert "        raise NotImplementedError(\"return self.w(x)\")" in source
+    assert source.count("raise NotImplementedError") == 3
+    assert "if x is None:" in source and "def forward(self, x):" in source  # code outside the blocks stays
+
+
+def test_stub_is_valid_python_and_raises_with_the_hint(course_root):
+    nb = _build(course_root, "02_class.ipynb")
+    source = _cell(nb, "c02-learner").source
+    ast.parse(source)
+    namespace = {"nn": type("nn", (), {"Module": object})}
+    exec(source, namespace)  # noqa: S102 - our own generated code
+    with pytest.raises(NotImplementedError, match=r"make self.w = nn.Linear"):
+        namespace["Layer"](4)
+    layer = object.__new__(namespace["Layer"])
+    with pytest.raises(NotImplementedError) as info:
+        layer.forward(None)
+    assert str(info.value) == 'say "why" with quotes and a back\\slash'  # quotes and backslashes survive
+
+
+def test_no_solution_code_left_in_learner_code_cells(course_root):
+    for name in ("01_function.ipynb", "02_class.ipynb"):
+        nb = _build(course_root, name)
+        code = "\n".join(_code_sources(nb))
+        assert "SOLUTION_" not in code and "BEGIN SOLUTION" not in code and "END SOLUTION" not in code
+
+
+def test_solution_one_click_away_right_after_the_exercise(course_root):
+    nb = _build(course_root, "02_class.ipynb")
+    ids = [c.id for c in nb.cells]
+    exercise = ids.index("c02-learner")
+    details = nb.cells[exercise + 1]
+    assert details.cell_type == "markdown" and details.id == "c02-solution"
+    text = details.source
+    assert text.startswith("<details><summary>Show a solution</summary>") and text.rstrip().endswith("</details>")
+    assert "```python\n" in text
+    for line in ("self.w = SOLUTION_INIT(d_model)", "return SOLUTION_NESTED(x)", "y = SOLUTION_FORWARD(x)", "def forward(self, x):"):
+        assert line in text
+    assert "BEGIN SOLUTION" not in text  # the markers are build instructions, not part of the answer
+    assert sum(c.source.startswith("<details>") for c in nb.cells) == 1  # one per exercise cell, not per block
+
+
+def test_outputs_cleared_and_run_metadata_dropped(course_root):
+    for name in ("00_intro.ipynb", "01_function.ipynb"):
+        nb = _build(course_root, name)
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                assert cell.outputs == [] and cell.execution_count is None
+        assert "widgets" not in nb.metadata
+        assert nb.metadata["kernelspec"]["name"] == "python3"
+
+
+def test_banner_on_top_and_notebook_without_exercise_copied(course_root):
+    nb = _build(course_root, "00_intro.ipynb")
+    kinds = [(c.cell_type, c.id) for c in nb.cells]
+    assert kinds[:3] == [("markdown", "colab-badge"), ("markdown", "learner-banner"), ("markdown", "c00-learner")]
+    assert "Learner version" in nb.cells[1].source and "../notebooks/00_intro.ipynb" in nb.cells[1].source
+    assert "print('hello')" in _code_sources(nb)
+    assert not any(c.source.startswith("<details>") for c in nb.cells)
+
+
+def test_build_twice_gives_identical_bytes(course_root):
+    course = colab.read_course(course_root / "pyproject.toml")
+    build_learner.write_all(course_root, course)
+    first = {p.name: p.read_bytes() for p in (course_root / "learner").iterdir()}
+    assert build_learner.write_all(course_root, course) == []
+    assert {p.name: p.read_bytes() for p in (course_root / "learner").iterdir()} == first
+    assert build_learner.stale_files(course_root, course) == []
+    assert build_learner.main(["--root", str(course_root), "--check"]) == 0
+
+
+def test_check_lists_stale_missing_and_orphaned_files_without_writing(course_root, capsys):
+    course = colab.read_course(course_root / "pyproject.toml")
+    build_learner.write_all(course_root, course)
+    learner = course_root / "learner"
+    source = course_root / "notebooks" / "01_function.ipynb"
+    source.write_text(source.read_text(encoding="utf-8").replace("Docstring stays.", "Docstring changed."), encoding="utf-8")
+    (learner / "00_intro.ipynb").unlink()
+    (learner / "09_orphan.ipynb").write_text("{}", encoding="utf-8")
+    before = {p.name: p.read_bytes() for p in learner.iterdir()}
+
+    assert build_learner.main(["--root", str(course_root), "--check"]) == 1
+    out = capsys.readouterr().out
+    for name in ("learner/00_intro.ipynb", "learner/01_function.ipynb", "learner/09_orphan.ipynb"):
+        assert name in out
+    assert "learner/02_class.ipynb" not in out
+    assert {p.name: p.read_bytes() for p in learner.iterdir()} == before  # --check writes nothing
+
+    assert build_learner.main(["--root", str(course_root)]) == 0
+    assert not (learner / "09_orphan.ipynb").exists()
+    assert build_learner.main(["--root", str(course_root), "--check"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("def f():\n    # BEGIN SOLUTION: do it\n    return 1\n", r"line 2 has no '# END SOLUTION'"),
+        ("def f():\n    return 1\n    # END SOLUTION\n", r"'# END SOLUTION' on line 3 without"),
+        ("# BEGIN SOLUTION: a\n# BEGIN SOLUTION: b\n# END SOLUTION\n", r"line 2 inside the block opened on line 1"),
+        ("def f():\n    # BEGIN SOLUTION\n    return 1\n    # END SOLUTION\n", r"has no hint"),
+    ],
+    ids=["begin-without-end", "end-without-begin", "nested", "no-hint"],
+)
+def test_bad_markers_are_a_clear_error(course_root, source, message, capsys):
+    _write_notebook(course_root, "03_broken.ipynb", [_code("x = 1"), _code(source)])
+    with pytest.raises(build_learner.MarkerError, match=message) as info:
+        build_learner.build_all(course_root)
+    assert "03_broken.ipynb, cell 2 (id c02)" in str(info.value)
+    assert build_learner.main(["--root", str(course_root)]) == 2
+    assert "03_broken.ipynb" in capsys.readouterr().err
+
+
+def test_learner_build_works_without_a_repository_address(course_root):
+    (course_root / "pyproject.toml").write_text('[project]\nname = "x"\ndependencies = []\n', encoding="utf-8")
+    assert colab.try_read_course(course_root / "pyproject.toml") is None
+    assert build_learner.main(["--root", str(course_root)]) == 0
+    nb = nbformat.read(course_root / "learner" / "01_function.ipynb", as_version=4)
+    assert nb.cells[0].id == "learner-banner" and not any(colab.is_colab_cell(c) for c in nb.cells)
+
+
+# --- Colab cells -------------------------------------------------------------------
+
+
+def test_stamp_is_idempotent_and_points_each_notebook_at_itself(course_root):
+    course = colab.read_course(course_root / "pyproject.toml")
+    build_learner.write_all(course_root, course)
+    paths = colab.notebook_paths(course_root)
+    assert len(paths) == 6
+    stale = colab.run(course_root, course, check=False)
+    assert stale == paths[:3]  # the learner files were stamped by the build already
+    after_first = {p: p.read_bytes() for p in paths}
+    assert colab.run(course_root, course, check=False) == []
+    assert {p: p.read_bytes() for p in paths} == after_first
+    assert colab.main(["--root", str(course_root), "--check"]) == 0
+
+    for path in paths:
+        nb = nbformat.read(path, as_version=4)
+        rel = path.relative_to(course_root).as_posix()
+        tags = [t for c in nb.cells for t in c.metadata.get("tags", []) if t in colab.COLAB_TAGS]
+        assert sorted(tags) == ["colab-badge", "colab-setup"]
+        assert nb.cells[0].id == "colab-badge"
+        assert f"colab.research.google.com/github/example-owner/example-course/blob/main/{rel})" in nb.cells[0].source
+        first_code = next(c for c in nb.cells if c.cell_type == "code")
+        assert first_code.id == "colab-setup"
+
+
+def test_stamp_keeps_an_executed_setup_cell_and_check_sees_changes(course_root, capsys):
+    course = colab.read_course(course_root / "pyproject.toml")
+    colab.run(course_root, course, check=False, dirs=("notebooks",))
+    path = course_root / "notebooks" / "01_function.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    setup = _cell(nb, "colab-setup")
+    setup.execution_count = 1  # as after a real run: stamping again must not undo it
+    nbformat.write(nb, path)
+    assert colab.run(course_root, course, check=False, dirs=("notebooks",)) == []
+    assert _cell(nbformat.read(path, as_version=4), "colab-setup").execution_count == 1
+
+    moved = colab.Course(repository="https://github.com/someone-else/fork", pins=course.pins)
+    assert colab.run(course_root, moved, check=True, dirs=("notebooks",)) == colab.notebook_paths(course_root, ("notebooks",))
+    assert colab.run(course_root, course, check=True, dirs=("notebooks",)) == []
+
+
+def test_the_repository_address_has_one_source(course_root):
+    course = colab.read_course(course_root / "pyproject.toml")
+    build_learner.write_all(course_root, course)
+    colab.run(course_root, course, check=False)
+    for path in colab.notebook_paths(course_root):
+        text = path.read_text(encoding="utf-8")
+        for owner_repo in re.findall(r"github(?:\.com)?/([\w.-]+/[\w.-]+)", text):
+            assert owner_repo == "example-owner/example-course", f"{path.name}: {owner_repo}"
+    # ... and no script spells out an address of its own.
+    for script in (ROOT / "scripts").glob("*.py"):
+        assert not re.search(r"github\.com/[\w-]", script.read_text(encoding="utf-8")), script.name
+    (course_root / "pyproject.toml").write_text('[project]\nname = "x"\n', encoding="utf-8")
+    with pytest.raises(colab.CourseConfigError, match=r"\[project.urls\] Repository"):
+        colab.read_course(course_root / "pyproject.toml")
+    assert colab.main(["--root", str(course_root), "--check"]) == 2
+
+
+_RUN_SETUP = textwrap.dedent("""\
+    import json, subprocess, sys, types
+    calls = []
+    subprocess.run = lambda args, **kw: calls.append(list(args))   # record pip, never run it
+    if sys.argv[1] == "colab":                                         # pretend to be Colab
+        output = types.SimpleNamespace(enable_custom_widget_manager=lambda: calls.append(["widget manager"]))
+        sys.modules["google"] = types.ModuleType("google")
+        sys.modules["google.colab"] = types.SimpleNamespace(output=output)
+    exec(sys.stdin.read(), {"__name__": "__main__"})
+    print(json.dumps(calls))
+    """)
+
+
+def _run_setup_cell(source: str, where: str) -> tuple[list, str]:
+    proc = subprocess.run(
+        [sys.executable, "-c", _RUN_SETUP, where], input=source, capture_output=True, text=True, timeout=120, check=True,
+    )
+    *printed, calls = proc.stdout.splitlines()
+    return json.loads(calls), "\n".join(printed) + proc.stderr
+
+
+def test_setup_cell_is_a_silent_no_op_outside_colab(course_root):
+    course = colab.read_course(course_root / "pyproject.toml")
+    source = colab.setup_source("notebooks/01_function.ipynb", course)
+    calls, printed = _run_setup_cell(source, "elsewhere")
+    assert calls == [] and printed == ""
+
+
+def test_setup_cell_on_colab_installs_without_touching_torch(course_root):
+    course = colab.read_course(course_root / "pyproject.toml")
+    calls, _ = _run_setup_cell(colab.setup_source("notebooks/01_function.ipynb", course), "colab")
+    pip_calls = [c for c in calls if "pip" in c]
+    assert len(pip_calls) == 2
+    package, extras = pip_calls
+    assert "--no-deps" in package and f"git+{URL}@main" in package
+    assert "sacrebleu==2.6.0" in extras and "--no-deps" not in extras
+    assert not any("torch" in arg for call in pip_calls for arg in call)
+    assert calls[-1] == ["widget manager"]
+
+
+def test_gpu_notebook_recommends_a_gpu_runtime():
+    course = colab.Course(repository=URL, pins={"sacrebleu": "sacrebleu==2.6.0"})
+    assert "Change runtime type" in colab.setup_source("notebooks/11_german_english_model.ipynb", course)
+    assert "Change runtime type" not in colab.setup_source("notebooks/01_self_attention.ipynb", course)
+
+
+# --- the real course ---------------------------------------------------------------
+
+LEARNER = ROOT / "learner"
+LEARNER_NOTEBOOKS = sorted(LEARNER.glob(build_learner.NOTEBOOK_GLOB))
+NO_LEARNER = "learner/ has no notebooks yet: build them with `python scripts/build_learner.py`"
+
+
+def test_every_course_notebook_builds():
+    course = colab.try_read_course(ROOT / "pyproject.toml")
+    built = build_learner.build_all(ROOT, course)
+    assert built, "no notebooks found in notebooks/"
+    for path, text in built.items():
+        nb = nbformat.reads(text, as_version=4)
+        nbformat.validate(nb)
+        for source in _code_sources(nb):
+            assert "BEGIN SOLUTION" not in source and "END SOLUTION" not in source, path.name
+            # Valid Python once IPython's magics (%matplotlib, !pip) are set aside.
+            ast.parse(re.sub(r"^([ \t]*)[%!].*$", r"\1pass", source, flags=re.M))
+
+
+@pytest.mark.skipif(not LEARNER_NOTEBOOKS, reason=NO_LEARNER)
+def test_learner_notebooks_are_up_to_date():
+    course = colab.try_read_course(ROOT / "pyproject.toml")
+    stale = [p.relative_to(ROOT).as_posix() for p in build_learner.stale_files(ROOT, course)]
+    assert not stale, f"learner notebooks differ from a fresh build; run `python scripts/build_learner.py`: {stale}"
+
+
+@pytest.mark.skipif(
+    colab.try_read_course(ROOT / "pyproject.toml") is None,
+    reason="pyproject.toml has no [project.urls] Repository yet, so no Colab cells to check",
+)
+def test_colab_cells_are_in_sync():
+    course = colab.read_course(ROOT / "pyproject.toml")
+    stale = [p.relative_to(ROOT).as_posix() for p in colab.run(ROOT, course, check=True)]
+    assert not stale, f"Colab cells missing or out of date; run `python scripts/colab.py`: {stale}"
+
+
+def _outputs_text(cell) -> str:
+    parts = []
+    for out in cell.get("outputs", []):
+        if out.output_type == "stream":
+            parts.append(out.text)
+        elif out.output_type in ("execute_result", "display_data"):
+            parts.append(str(out.get("data", {}).get("text/plain", "")))
+        elif out.output_type == "error":
+            parts.append(f"{out.ename}: {out.evalue}")
+    return "".join(parts)
+
+
+@pytest.mark.learner_exec
+@pytest.mark.skipif(not LEARNER_NOTEBOOKS, reason=NO_LEARNER)
+@pytest.mark.parametrize("path", LEARNER_NOTEBOOKS, ids=lambda p: p.stem)
+def test_learner_notebook_runs_with_every_exercise_open(path, monkeypatch):
+    from nbclient import NotebookClient
+
+    monkeypatch.setenv("TRANSFORMER_LESSONS_MODE", "quick")
+    monkeypatch.setenv("MPLBACKEND", "agg")
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(
+        nb, timeout=600, kernel_name="python3", allow_errors=True, resources={"metadata": {"path": str(LEARNER)}},
+    )
+    client.execute()  # in memory: the learner file on disk stays clean
+
+    errors = [
+        f"cell {i} ({c.id}): {o.ename}: {o.evalue}"
+        for i, c in enumerate(nb.cells) if c.cell_type == "code"
+        for o in c.outputs if o.output_type == "error"
+    ]
+    assert not errors, f"{path.name} fails while its exercises are stubs:\n" + "\n".join(errors)
+
+    exercises = [i for i, c in enumerate(nb.cells) if build_learner.SOLUTION_TAG in c.metadata.get("tags", [])]
+    for i in exercises:
+        check = next(
+            (c for c in nb.cells[i + 1:] if c.cell_type == "code" and re.search(r"check_\w+\(", c.source)), None,
+        )
+        assert check is not None, f"{path.name}: no check after the exercise {nb.cells[i - 1].id}"
+        assert "not implemented yet" in _outputs_text(check), (
+            f"{path.name}: the check {check.id} after exercise {nb.cells[i - 1].id} should say "
+            f"'not implemented yet', printed: {_outputs_text(check)[:300]!r}"
+        )
