@@ -648,7 +648,7 @@ def check_mask_inversion(fn: Callable[[torch.Tensor], torch.Tensor]) -> str:
     if answer.dtype != torch.bool:
         if torch.equal(answer != 0, expected):
             raise ExerciseError(
-                f"the values are right but the dtype is {answer.dtype}: arithmetic such as 1 - blocked gives numbers; "
+                f"the values are right but the dtype is {answer.dtype}: converting to numbers (blocked.int(), .float(), arithmetic) loses the bool dtype; "
                 "~blocked (or blocked.logical_not()) keeps a bool tensor"
             )
         raise ExerciseError(f"return a bool tensor (True = may attend), got dtype {answer.dtype}")
