@@ -24,8 +24,10 @@ lab: setup
 	$(BIN)/jupyter lab notebooks/
 
 # Every test: unit tests, then every notebook executed by nbval in quick mode.
+# TQDM_MININTERVAL: progress bars refresh at most every 5 s, so a long bar cannot flood
+# the kernel messages nbval reads.
 test: setup
-	TRANSFORMER_LESSONS_MODE=quick TRANSFORMER_LESSONS_DATA="$(DATA)" MPLBACKEND=agg \
+	TQDM_MININTERVAL=5 TRANSFORMER_LESSONS_MODE=quick TRANSFORMER_LESSONS_DATA="$(DATA)" MPLBACKEND=agg \
 		$(BIN)/python -m pytest tests --nbval notebooks/ -m "not learner_exec" --ignore=tests/browser -p no:cacheprovider
 
 unit: setup
@@ -48,7 +50,7 @@ learner: setup
 learner-test: setup
 	$(BIN)/python scripts/colab.py --check
 	$(BIN)/python scripts/build_learner.py --check
-	TRANSFORMER_LESSONS_MODE=quick TRANSFORMER_LESSONS_DATA="$(DATA)" MPLBACKEND=agg \
+	TQDM_MININTERVAL=5 TRANSFORMER_LESSONS_MODE=quick TRANSFORMER_LESSONS_DATA="$(DATA)" MPLBACKEND=agg \
 		$(BIN)/python -m pytest tests/test_learner_build.py -m learner_exec -p no:cacheprovider
 
 # The attention explorer and the folded solutions in JupyterLab + headless Chromium (installs Chromium and Playwright).

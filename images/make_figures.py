@@ -375,7 +375,7 @@ def draw_qkv(out_dir, png=False):
     out = grid(ax, 12.55, 1.25 - 1.5 * cell, 3, 3, cell, "#cfe2f3")
     arrow(ax, ws["right"], out["left"])
     ax.text(12.55 + 1.5 * cell, 1.25 - 1.5 * cell - 0.08, "output\n(T × d_v)", ha="center", va="top", fontsize=SMALL)
-    ax.text(8.9, 1.0, "each output row mixes the value rows,\nweighted by how well its query\nmatched each key",
+    ax.text(8.9, 0.55, "each output row mixes the value rows,\nweighted by how well its query\nmatched each key",
             ha="center", va="center", fontsize=SMALL - 1, color="#555555")
     return save(fig, out_dir, "qkv", png)
 
@@ -400,9 +400,9 @@ def draw_multi_head(out_dir, png=False):
         chunk_centres[name] = [(x_left + (h + 0.5) * chunk_w, 2.35 + bar_h) for h in range(n_heads)]
         ax.text(x_left - 0.12, 2.35 + bar_h / 2, name, ha="right", va="center", fontsize=FONT, weight="bold")
     ax.text(6.2, 3.25, "split d_model into h = 4 heads of d_k = d_model / h columns each", ha="center",
-            va="center", fontsize=SMALL, color="#555555")
+            va="center", fontsize=SMALL, color="#555555", zorder=5, bbox=dict(fc="white", ec="none", pad=2))
 
-    head_xs = [1.75, 4.9, 8.05, 11.2]
+    head_xs = [1.55, 4.6, 7.65, 10.7]
     head_y = 5.0
     for h, hx in enumerate(head_xs):
         for k, name in enumerate(names):
@@ -414,7 +414,7 @@ def draw_multi_head(out_dir, png=False):
         box(ax, hx, head_y, 2.4, 0.9, f"head {h + 1}\nAttention($Q_{h + 1}$, $K_{h + 1}$, $V_{h + 1}$)",
             HEAD_COLORS[h], fontsize=SMALL - 1)
     ax.text(6.2, head_y + 0.75, "the heads attend in parallel, each in its own d_k-dimensional subspace",
-            ha="center", va="center", fontsize=SMALL, color="#555555")
+            ha="center", va="center", fontsize=SMALL, color="#555555", zorder=5, bbox=dict(fc="white", ec="none", pad=2))
 
     # Concat.
     concat_y = 6.6
@@ -422,7 +422,7 @@ def draw_multi_head(out_dir, png=False):
     for h, hx in enumerate(head_xs):
         cx = x_left + (h + 0.5) * chunk_w
         path_arrow(ax, [(hx, head_y + 0.45), (hx, head_y + 1.1), (cx, concat_y - 0.35), (cx, concat_y)],
-                   color="#7f6000" if h == 3 else INK, lw=1.2)
+                   color=INK, lw=1.2)
         ax.add_patch(Rectangle((x_left + h * chunk_w, concat_y), chunk_w, bar_h, fc=HEAD_COLORS[h], ec=INK, lw=1.0, zorder=2))
         ax.text(cx, concat_y + bar_h / 2, str(h + 1), ha="center", va="center", fontsize=SMALL - 1, zorder=3)
     ax.text(x_left + n_heads * chunk_w + 0.2, concat_y + bar_h / 2, "concat: T × (h · d_k) = T × d_model",

@@ -91,7 +91,7 @@ class LabelSmoothingLoss(nn.Module):
 
     The cross-entropy equals the KL divergence ``KL(q ‖ p)`` that the Annotated
     Transformer minimises plus the entropy of ``q``, a constant: the gradients
-    are the same, but this loss is never below that constant (about 0.9 for
+    are the same, but this loss is never below that constant (about 1.25 for
     ``ε = 0.1`` and ``V = 10,000``), not 0. With ``smoothing=0`` it is exactly
     ``F.cross_entropy(..., ignore_index=pad_id)``.
 
