@@ -212,3 +212,75 @@ def test_figure_script_reproduces_the_committed_svgs(tmp_path):
         fresh = (tmp_path / f"{name}.svg").read_bytes()
         committed = (ROOT / "images" / f"{name}.svg").read_bytes()
         assert fresh == committed, f"images/{name}.svg is stale: run images/make_figures.py"
+
+
+# --- edge cases: scales, legends, padding, errors -------------------------------------------
+
+
+def test_attention_heatmaps_use_a_fixed_zero_to_one_scale():
+    weights = _random_attention(1, 1, 3, 4).requires_grad_()  # leading size-1 axes; a tensor that needs detaching
+    mesh = viz.plot_attention(weights).collections[0]
+    assert (mesh.norm.vmin, mesh.norm.vmax) == (0.0, 1.0)
+    fig = viz.plot_heads(_random_attention(3, 2, 2), title="heads")
+    assert {(ax.collections[0].norm.vmin, ax.collections[0].norm.vmax) for ax in fig.axes if ax.get_title().startswith("head")} == {(0.0, 1.0)}
+
+
+def test_plot_mask_legend_and_key_mask_row():
+    ax = viz.plot_mask(target_mask(torch.tensor([[2, 3, 1]]), pad_id=1))  # (1, 1, T, T)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["True: may attend", "False: blocked"]
+    row = viz.plot_mask(padding_mask(torch.tensor([[4, 5, 1]]), 1)[0, 0, 0])  # a key mask (S,) is one row
+    assert np.asarray(row.collections[0].get_array()).ravel().tolist() == [1, 1, 0]
+
+
+def test_plot_history_skips_missing_values_and_needs_something_to_plot():
+    history = [{"epoch": 1, "train_loss": 4.0, "val_bleu": 5.0}, {"epoch": 2, "train_loss": 3.0}, {"epoch": 3, "train_loss": 2.5, "val_bleu": 12.0}]
+    bleu_ax = viz.plot_history(history).axes[1]
+    assert list(bleu_ax.lines[0].get_xdata()) == [1, 3]
+    assert len(viz.plot_history({"train_loss": [3.0, 2.0]}).axes) == 1  # a dict of lists works too
+    with pytest.raises(ValueError):
+        viz.plot_history([{"epoch": 1, "seconds": 3.0}])
+
+
+def test_plot_learning_rate_compares_schedules_and_needs_steps_for_a_function():
+    def noam(warmup):
+        return lambda step: min(step**-0.5, step * warmup**-1.5)
+
+    ax = viz.plot_learning_rate({"warmup 5": noam(5), "warmup 20": noam(20)}, 40)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["warmup 5", "warmup 20"]
+    assert list(ax.get_lines()[0].get_xdata()) == list(range(1, 41))
+    with pytest.raises(ValueError, match="steps"):
+        viz.plot_learning_rate(noam(5))
+
+
+def test_plot_label_smoothing_rows_get_one_panel_each():
+    dist = torch.tensor([[0.1, 0.8, 0.1], [0.8, 0.1, 0.1]])
+    fig = viz.plot_label_smoothing(dist, labels=["a", "b", "c"])
+    assert len(fig.axes) == 2
+    np.testing.assert_allclose([p.get_height() for p in fig.axes[1].patches], dist[1].numpy(), rtol=1e-6)
+
+
+def test_attention_explorer_rejects_tokens_that_do_not_fit(model_attention):
+    attention, src_tokens, _ = model_attention
+    with pytest.raises(ValueError, match="batch of 2"):
+        viz.attention_explorer(attention, src_tokens[0])  # one sentence for a batch of two
+    with pytest.raises(ValueError, match="do not fit"):
+        viz.attention_explorer(_random_attention(1, 3, 3), list("abcd"))
+
+
+def test_attention_explorer_without_choices_has_no_controls():
+    explorer = viz.attention_explorer(_random_attention(1, 1, 3, 3), list("abc"))
+    assert explorer.controls == {}
+    assert explorer._repr_mimebundle_()["image/png"]  # still shows its heatmap
+
+
+def test_generation_stepper_escapes_tokens_and_lines_bars_up_with_the_heatmap():
+    cross = _random_attention(1, 2, 3, 4)  # (1, H, T, S)
+    stepper = viz.generation_stepper(list("wxy"), ["a", "b", "<eos>"], cross)  # 3 of 4 source columns
+    assert "layer" not in stepper.controls
+    stepper.controls["step"].value = 2
+    assert "&lt;eos&gt;</b></mark>" in stepper.html.value
+    bars = stepper.figure.axes[0].patches
+    np.testing.assert_allclose([b.get_height() for b in bars], stepper.current_weights())
+    np.testing.assert_allclose([b.get_x() + b.get_width() / 2 for b in bars], [0.5, 1.5, 2.5])  # heatmap column centres
+    with pytest.raises(ValueError, match="one sentence"):
+        viz.generation_stepper(list("wxy"), list("abc"), _random_attention(2, 2, 3, 4))

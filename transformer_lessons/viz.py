@@ -383,7 +383,7 @@ def plot_positional_encoding(pe, ax: Axes | None = None, *, title: str | None = 
     if ax is None:
         _, ax = plt.subplots(figsize=(min(12.0, 3.0 + D * 0.09), min(8.0, 2.5 + L * 0.05)), layout="constrained")
     limit = max(1.0, float(np.abs(table).max()))
-    sns.heatmap(table, ax=ax, cmap=PE_CMAP, vmin=-limit, vmax=limit, center=0.0, cbar_kws={"label": "value"})
+    sns.heatmap(table, ax=ax, cmap=PE_CMAP, vmin=-limit, vmax=limit, cbar_kws={"label": "value"})
     ax.set_xlabel("dimension i")
     ax.set_ylabel("position pos")
     ax.set_title(title or f"positional encoding: {L} positions × {D} dimensions")
@@ -928,8 +928,8 @@ class GenerationStepper(_FigureWidget):
         width = min(14.0, max(5.5, 0.5 * S + 2.5))
         fig = _widget_figure(width, 2.4 + min(7.0, 0.38 * T + 0.8))
         grid = fig.add_gridspec(2, 1, height_ratios=[2.0, max(1.5, 0.38 * T)])
-        ax_heat = fig.add_subplot(grid[1])
-        ax_bar = fig.add_subplot(grid[0], sharex=ax_heat)
+        ax_bar = fig.add_subplot(grid[0])
+        ax_heat = fig.add_subplot(grid[1], sharex=ax_bar)
         # Heatmap cells sit at integer + 0.5, so the bars line up with the columns below.
         ax_bar.bar(np.arange(S) + 0.5, matrix[t], width=0.8, color=HIGHLIGHT_COLOR)
         ax_bar.set_ylim(0, 1.05)
