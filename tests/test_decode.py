@@ -162,8 +162,15 @@ def test_translate_returns_attention_for_the_widgets(toy):
     assert details["src_tokens"] == ["ein", "kind", "springt", ".", "<eos>"]
     cross = details["cross_attention"]
     T, S = len(details["tgt_tokens"]), len(details["src_tokens"])
-    assert cross.shape == (TOY_CONFIG.model.n_layers, TOY_CONFIG.model.n_heads, T, S)
-    assert torch.allclose(cross.sum(-1), torch.ones(cross.shape[:-1]), atol=1e-5)
+    assert len(cross) == TOY_CONFIG.model.n_layers
+    for layer in cross:
+        assert layer.shape == (TOY_CONFIG.model.n_heads, T, S)
+        assert torch.allclose(layer.sum(-1), torch.ones(layer.shape[:-1]), atol=1e-5)
+    # What translate returns goes straight into the step-by-step widget.
+    from transformer_lessons.viz import generation_stepper
+
+    stepper = generation_stepper(details["src_tokens"], details["tgt_tokens"], cross)
+    assert stepper.current_matrix().shape == (T, S)
     texts, many = translate(checkpoint, ["", "ein hund ."], return_attention=True, device="cpu")
     assert many[0]["cross_attention"] is None and many[1]["cross_attention"] is not None
 

@@ -352,7 +352,8 @@ def translate(
         per sentence ``src_tokens`` (German tokens + ``"<eos>"``, the keys),
         ``tgt_tokens`` (the generated tokens, ``"<eos>"`` included: row ``t``
         is the step that produced token ``t``), ``cross_attention``
-        ``(n_layers, H, T, S)`` and ``attention`` (the model's
+        (a list over decoder layers of ``(H, T, S)``, ready for
+        :func:`~transformer_lessons.viz.generation_stepper`) and ``attention`` (the model's
         :meth:`~transformer_lessons.model.Transformer.attention_weights` for
         that sentence, batch size 1). An empty sentence has ``None`` attention.
 
@@ -401,7 +402,7 @@ def _attention_details(model: Transformer, src_tokens: list[str], out: list[int]
     model(src, tgt_in, None, causal_mask(tgt_in.size(1), device))  # eval mode records the weights
     attention = model.attention_weights()
     details["attention"] = attention
-    details["cross_attention"] = torch.stack([w[0] for w in attention["cross"]]).cpu()  # (n_layers, H, T, S)
+    details["cross_attention"] = [w[0].cpu() for w in attention["cross"]]  # per layer (H, T, S)
     return details
 
 
