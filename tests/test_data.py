@@ -430,3 +430,25 @@ def test_corpus_load_broken_file(tmp_path):
     (tmp_path / "c.json").write_text('{"format": "transformer_lessons.Corpus", "version": 1}')
     with pytest.raises(DataError, match="damaged"):
         Corpus.load(tmp_path / "c.json")
+
+
+@needs_data
+def test_prepare_corpus_with_subwords(tmp_path):
+    words = data.prepare_corpus(DATA_DIR, limit=2000, progress=False)
+    pieces = data.prepare_corpus(DATA_DIR, limit=2000, progress=False, bpe_merges=1000)
+    assert pieces.tokens == words.tokens, "Corpus.tokens stay words; only the ids are pieces"
+    assert pieces.info["bpe_merges"] == 1000 and pieces.src_vocab.bpe is not None and pieces.tgt_vocab.bpe is not None
+    # Training sentences read back word for word, unless a piece was too rare for min_freq=2.
+    whole = [(ids, en) for (_, ids), (_, en) in zip(pieces.pairs["train"], pieces.tokens["train"]) if 0 not in ids]
+    assert len(whole) > 0.95 * len(pieces.pairs["train"])
+    assert all(pieces.tgt_vocab.decode_words(ids) == list(en) for ids, en in whole)
+    # The point of subwords: far fewer <unk> in text the vocabulary was not built on.
+    def unk_rate(corpus, side):
+        ids = [i for pair in corpus.pairs["test_2016_flickr"] for i in pair[side]]
+        return sum(i == 0 for i in ids) / len(ids)
+
+    for side in (0, 1):
+        assert unk_rate(pieces, side) < unk_rate(words, side) / 3, (side, unk_rate(pieces, side), unk_rate(words, side))
+    corpus_file = tmp_path / "c.json.gz"
+    pieces.save(corpus_file)
+    assert Corpus.load(corpus_file).src_vocab == pieces.src_vocab  # the merges travel with the corpus

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -173,6 +174,41 @@ def test_translate_returns_attention_for_the_widgets(toy):
     assert stepper.current_matrix().shape == (T, S)
     texts, many = translate(checkpoint, ["", "ein hund ."], return_attention=True, device="cpu")
     assert many[0]["cross_attention"] is None and many[1]["cross_attention"] is not None
+
+
+def test_subword_model_translates_whole_words(tmp_path):
+    # 15 merges leave most toy words in pieces, so every step below crosses the BPE path.
+    corpus = toy_corpus(bpe_merges=15)
+    assert any(u.endswith("@@") for u in corpus.tgt_vocab.itos) and any(u.endswith("@@") for u in corpus.src_vocab.itos)
+    config = TOY_CONFIG.replace(epochs=2, bpe_merges=15, model=dataclasses.replace(TOY_CONFIG.model, max_len=64))  # pieces: longer sentences
+    result = train(config, corpus, out_dir=tmp_path, device="cpu", progress=False)
+    checkpoint = tmp_path / "best.pt"
+    from transformer_lessons.train import load_checkpoint
+
+    _, src_vocab, tgt_vocab, _ = load_checkpoint(checkpoint, "cpu")
+    assert src_vocab == corpus.src_vocab and src_vocab.bpe is not None, "the checkpoint carries the merges"
+    texts = translate(checkpoint, ["ein hund läuft .", "ein unbekanntes wort ."], device="cpu")
+    assert all(isinstance(t, str) and "@@" not in t for t in texts), texts
+    # evaluate joins pieces into words before scoring: its hypotheses hold no "@@" either.
+    hypotheses = (tmp_path / "test_hypotheses.txt").read_text(encoding="utf-8").splitlines()
+    assert len(hypotheses) == len(corpus.text["test_2016_flickr"]) and not any("@@" in h for h in hypotheses)
+    assert result["test"]["bleu"] >= 0
+    _, details = translate(checkpoint, "ein hund läuft .", return_attention=True, device="cpu")
+    assert details["src_tokens"] == [*src_vocab.segment(["ein", "hund", "läuft", "."]), "<eos>"]
+    assert len(details["src_tokens"]) > 5, "the attention widgets label the pieces the model read"
+    assert details["cross_attention"][0].shape[-1] == len(details["src_tokens"])
+
+
+def test_subword_sentence_too_long_is_cut_by_pieces(tmp_path):
+    corpus = toy_corpus(bpe_merges=15)
+    assert corpus.too_long("train", TOY_CONFIG.model.max_len) == 1
+    with pytest.warns(UserWarning, match="1 train pair.* left out of training"):  # not a crash inside the model
+        train(TOY_CONFIG.replace(epochs=1, bpe_merges=15), corpus, out_dir=tmp_path, device="cpu", progress=False, evaluate_test=False)
+    words = ["schläft"] * 12  # 12 words, but more pieces than max_len=32 allows
+    assert len(corpus.src_vocab.segment(words)) > TOY_CONFIG.model.max_len
+    with pytest.warns(UserWarning, match="more than 31 tokens"):
+        text, details = translate(tmp_path / "best.pt", " ".join(words), return_attention=True, device="cpu")
+    assert isinstance(text, str) and len(details["src_tokens"]) == 32
 
 
 # --------------------------------------------------------------------------------------

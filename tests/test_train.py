@@ -55,15 +55,22 @@ def toy_pairs(n: int, seed: int) -> list[tuple[str, str]]:
     return pairs
 
 
-def toy_corpus(sizes: dict[str, int] | None = None) -> Corpus:
-    """A :class:`Corpus` of toy pairs (tokens are whitespace-split, as spaCy would split them)."""
+def toy_corpus(sizes: dict[str, int] | None = None, bpe_merges: int | None = None) -> Corpus:
+    """A :class:`Corpus` of toy pairs (tokens are whitespace-split, as spaCy would split them).
+
+    With ``bpe_merges``, both sides are subword pieces, as ``prepare_corpus(bpe_merges=...)`` makes them.
+    """
+    from transformer_lessons.bpe import BPE
+
     sizes = sizes or SPLIT_SIZES
     text = {split: toy_pairs(n, seed) for seed, (split, n) in enumerate(sizes.items())}
     tokens = {split: [(de.split(), en.split()) for de, en in pairs] for split, pairs in text.items()}
-    src_vocab = Vocab.build((s for s, _ in tokens["train"]), min_freq=1)
-    tgt_vocab = Vocab.build((t for _, t in tokens["train"]), min_freq=1)
-    ids = {split: [(src_vocab.encode(s), tgt_vocab.encode(t)) for s, t in pairs] for split, pairs in tokens.items()}
-    return Corpus(src_vocab, tgt_vocab, ids, text, tokens, {"toy": True})
+    src_bpe = BPE.learn((s for s, _ in tokens["train"]), bpe_merges) if bpe_merges else None
+    tgt_bpe = BPE.learn((t for _, t in tokens["train"]), bpe_merges) if bpe_merges else None
+    src_vocab = Vocab.build((s for s, _ in tokens["train"]), min_freq=1, bpe=src_bpe)
+    tgt_vocab = Vocab.build((t for _, t in tokens["train"]), min_freq=1, bpe=tgt_bpe)
+    ids = {split: [(src_vocab.encode_words(s), tgt_vocab.encode_words(t)) for s, t in pairs] for split, pairs in tokens.items()}
+    return Corpus(src_vocab, tgt_vocab, ids, text, tokens, {"toy": True, "bpe_merges": bpe_merges})
 
 
 TOY_MODEL = ModelConfig(n_layers=1, d_model=32, n_heads=2, d_ff=64, dropout=0.1, max_len=32, tie_embeddings=True)
@@ -343,3 +350,9 @@ def test_mismatched_or_broken_checkpoints_raise_checkpoint_error(trained, tmp_pa
     # Resuming with a different model in the same directory is refused, with a way out.
     with pytest.raises(CheckpointError, match="no-resume"):
         train(TOY_CONFIG.replace(model=TOY_MODEL.replace(d_ff=128)), corpus, out_dir=out, device="cpu", progress=False)
+
+
+def test_a_corpus_prepared_otherwise_is_named(tmp_path):
+    corpus = toy_corpus({"train": 60, "val": 8, "test_2016_flickr": 8}, bpe_merges=15)
+    with pytest.warns(UserWarning, match=r"bpe_merges=15 \(config: None\)"):
+        train(TOY_CONFIG.replace(epochs=1), corpus, out_dir=tmp_path, device="cpu", progress=False, evaluate_test=False)

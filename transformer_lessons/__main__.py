@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Tokenize Multi30k (spaCy) and save the corpus, e.g. to train on a machine without spaCy (train --corpus).",
     )
     p.add_argument("--out", required=True, metavar="PATH", help="file to write (.json.gz)")
-    p.add_argument("--preset", choices=("quick", "full"), default=None, help="take min_freq/limit/max_len from this training preset (default: full)")
+    p.add_argument("--preset", choices=("quick", "full"), default=None, help="take min_freq/limit/max_len/bpe_merges from this training preset (default: full)")
     p.add_argument("--limit", type=int, help="keep only the first N training pairs")
     p.add_argument("--data-dir", metavar="DIR", help="directory with the raw Multi30k .gz files")
 
@@ -122,12 +122,9 @@ def _load_corpus(path: str):
 
 
 def cmd_prepare(args) -> int:
-    from transformer_lessons.data import prepare_corpus
-    from transformer_lessons.train import TRAIN_PRESETS
+    from transformer_lessons.train import TRAIN_PRESETS, prepare_corpus_for
 
-    config = TRAIN_PRESETS[args.preset or "full"]
-    limit = args.limit if args.limit is not None else config.limit
-    corpus = prepare_corpus(args.data_dir, min_freq=config.min_freq, max_len=config.max_len, limit=limit)
+    corpus = prepare_corpus_for(TRAIN_PRESETS[args.preset or "full"], args.data_dir, progress=True, limit=args.limit)
     corpus.save(args.out)
     print(f"wrote {args.out}: {corpus}")
     return 0

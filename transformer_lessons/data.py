@@ -41,6 +41,7 @@ from typing import Iterable, Iterator, Sequence
 
 import torch
 
+from transformer_lessons.bpe import BPE, join_pieces
 from transformer_lessons.masks import padding_mask, target_mask
 
 # --------------------------------------------------------------------------------------
@@ -415,12 +416,20 @@ class Vocab:
     masked out of attention and the loss; ``<bos>`` (2) starts the decoder's
     input; ``<eos>`` (3) ends every sentence, so the model learns when to stop.
 
+    With subword units (``bpe``, see :mod:`transformer_lessons.bpe`) the
+    table holds pieces such as ``"Hoch@@"``, and the vocabulary carries the
+    merges that make them: :meth:`encode_words` splits words into pieces
+    before looking them up, :meth:`decode_words` joins pieces back into words.
+    Without ``bpe`` both are plain :meth:`encode` / :meth:`decode`.
+
     Attributes:
         itos: id -> token (a list).
         stoi: token -> id (a dict).
+        bpe: the :class:`~transformer_lessons.bpe.BPE` whose pieces the table
+            holds, or ``None`` for whole words.
     """
 
-    def __init__(self, itos: Sequence[str]):
+    def __init__(self, itos: Sequence[str], bpe: "BPE | None" = None):
         itos = list(itos)
         if tuple(itos[: len(SPECIALS)]) != SPECIALS:
             raise ValueError(f"a Vocab starts with the specials {SPECIALS}, got {itos[:len(SPECIALS)]}")
@@ -429,9 +438,12 @@ class Vocab:
             raise ValueError(f"a Vocab's tokens must be unique; repeated: {dupes}")
         self.itos: list[str] = itos
         self.stoi: dict[str, int] = {t: i for i, t in enumerate(itos)}
+        self.bpe = bpe
 
     @classmethod
-    def build(cls, token_lists: Iterable[Sequence[str]], min_freq: int = 2, max_size: int | None = None) -> "Vocab":
+    def build(
+        cls, token_lists: Iterable[Sequence[str]], min_freq: int = 2, max_size: int | None = None, bpe: "BPE | None" = None
+    ) -> "Vocab":
         """Count tokens and keep those seen at least ``min_freq`` times.
 
         Args:
@@ -440,11 +452,14 @@ class Vocab:
             min_freq: rarer tokens become ``<unk>``.
             max_size: cap on ``len(vocab)``, specials included; the most
                 frequent tokens are kept.
+            bpe: subword merges: the sentences' words are split into pieces
+                (:meth:`segment`) before counting, and the vocabulary keeps them.
 
         Tokens are ordered by frequency (most frequent first), ties by the
         token itself, so the same data always gives the same ids.
         """
-        counts = Counter(tok for tokens in token_lists for tok in tokens)
+        segment = bpe.segment if bpe is not None else (lambda tokens: tokens)
+        counts = Counter(tok for tokens in token_lists for tok in segment(tokens))
         for special in SPECIALS:
             counts.pop(special, None)
         kept = sorted((t for t, n in counts.items() if n >= min_freq), key=lambda t: (-counts[t], t))
@@ -452,7 +467,7 @@ class Vocab:
             if max_size < len(SPECIALS):
                 raise ValueError(f"max_size={max_size} leaves no room for the {len(SPECIALS)} special tokens")
             kept = kept[: max_size - len(SPECIALS)]
-        return cls([*SPECIALS, *kept])
+        return cls([*SPECIALS, *kept], bpe=bpe)
 
     @property
     def unk_id(self) -> int:
@@ -477,10 +492,24 @@ class Vocab:
         return token in self.stoi
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Vocab) and self.itos == other.itos
+        return isinstance(other, Vocab) and self.itos == other.itos and self.bpe == other.bpe
 
     def __repr__(self) -> str:
-        return f"Vocab(size={len(self)}, first={self.itos[4:9]})"
+        units = f", bpe={len(self.bpe)} merges" if self.bpe is not None else ""
+        return f"Vocab(size={len(self)}{units}, first={self.itos[4:9]})"
+
+    def segment(self, words: Iterable[str]) -> list[str]:
+        """Words -> the units this vocabulary holds (BPE pieces, or the words themselves)."""
+        return self.bpe.segment(words) if self.bpe is not None else list(words)
+
+    def encode_words(self, words: Iterable[str]) -> list[int]:
+        """Tokenized words -> ids: :meth:`segment`, then :meth:`encode`."""
+        return self.encode(self.segment(words))
+
+    def decode_words(self, ids: Iterable[int] | torch.Tensor) -> list[str]:
+        """Ids -> words: :meth:`decode` (specials stripped), BPE pieces joined."""
+        units = self.decode(ids)
+        return join_pieces(units) if self.bpe is not None else units
 
     def encode(self, tokens: Iterable[str]) -> list[int]:
         """Tokens -> ids; a token not in the vocabulary becomes ``unk_id``."""
@@ -508,7 +537,10 @@ class Vocab:
         return out
 
     def to_dict(self) -> dict:
-        return {"format": "transformer_lessons.Vocab", "version": VOCAB_FORMAT, "itos": self.itos}
+        data = {"format": "transformer_lessons.Vocab", "version": VOCAB_FORMAT, "itos": self.itos}
+        if self.bpe is not None:
+            data["bpe"] = self.bpe.to_dict()
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> "Vocab":
@@ -519,8 +551,14 @@ class Vocab:
         itos = data.get("itos")
         if not isinstance(itos, list) or not all(isinstance(t, str) for t in itos):
             raise DataError("a saved Vocab's 'itos' must be a list of strings; the file is damaged, rebuild it")
+        bpe = None
+        if data.get("bpe") is not None:
+            merges = data["bpe"].get("merges") if isinstance(data["bpe"], dict) else None
+            if not isinstance(merges, list) or not all(isinstance(m, list) and len(m) == 2 and all(isinstance(x, str) for x in m) for m in merges):
+                raise DataError("a saved Vocab's 'bpe' must hold 'merges', a list of [str, str] pairs; the file is damaged, rebuild it")
+            bpe = BPE(merges)
         try:
-            return cls(itos)
+            return cls(itos, bpe=bpe)
         except ValueError as err:
             raise DataError(f"damaged Vocab: {err}") from err
 
@@ -759,10 +797,21 @@ class Corpus:
         sizes = ", ".join(f"{k}={len(v)}" for k, v in self.pairs.items())
         return f"Corpus({self.src_lang}->{self.tgt_lang}, src_vocab={len(self.src_vocab)}, tgt_vocab={len(self.tgt_vocab)}, {sizes})"
 
-    def batcher(self, split: str, max_tokens: int, shuffle: bool | None = None, seed: int = 0) -> TokenBatcher:
-        """A :class:`TokenBatcher` over one split (shuffled for ``train`` by default)."""
+    def batcher(self, split: str, max_tokens: int, shuffle: bool | None = None, seed: int = 0, max_len: int | None = None) -> TokenBatcher:
+        """A :class:`TokenBatcher` over one split (shuffled for ``train`` by default).
+
+        ``max_len``: skip pairs a model of that ``max_len`` cannot read (see :meth:`too_long`).
+        """
         v = self.tgt_vocab
-        return TokenBatcher(self.pairs[split], max_tokens, v.pad_id, v.bos_id, v.eos_id, split == "train" if shuffle is None else shuffle, seed)
+        pairs = self.pairs[split]
+        if max_len is not None:
+            pairs = [p for p in pairs if len(p[0]) < max_len and len(p[1]) < max_len]
+        return TokenBatcher(pairs, max_tokens, v.pad_id, v.bos_id, v.eos_id, split == "train" if shuffle is None else shuffle, seed)
+
+    def too_long(self, split: str, max_len: int) -> int:
+        """How many pairs of ``split`` a model with this ``max_len`` cannot read:
+        a side with ``max_len`` or more units (one place goes to ``<eos>`` / ``<bos>``)."""
+        return sum(1 for s, t in self.pairs[split] if len(s) >= max_len or len(t) >= max_len)
 
     def save(self, path: str | os.PathLike, include_tokens: bool = True) -> None:
         """Write the corpus as (gzipped if ``path`` ends in ``.gz``) JSON; :meth:`load` needs no spaCy."""
@@ -852,6 +901,7 @@ def prepare_corpus(
     limit: int | None = None,
     cache: bool = True,
     progress: bool = True,
+    bpe_merges: int | None = None,
 ) -> Corpus:
     """Load, tokenize and encode Multi30k German→English.
 
@@ -867,6 +917,10 @@ def prepare_corpus(
         cache: read/write the tokens of each split under
             ``cache_dir()/tokenized``, so later calls skip spaCy.
         progress: show progress bars.
+        bpe_merges: learn this many byte-pair merges per language on the
+            training words and train on subword pieces (see
+            :mod:`transformer_lessons.bpe`); ``None`` keeps whole words.
+            ``min_freq`` then applies to pieces. ``Corpus.tokens`` stays words.
 
     Returns:
         a :class:`Corpus`.
@@ -885,13 +939,18 @@ def prepare_corpus(
     text["train"] = [text["train"][i] for i in keep]
     tokens["train"] = [tokens["train"][i] for i in keep]
 
-    src_vocab = Vocab.build((s for s, _ in tokens["train"]), min_freq=min_freq)
-    tgt_vocab = Vocab.build((t for _, t in tokens["train"]), min_freq=min_freq)
-    pairs = {split: [(src_vocab.encode(s), tgt_vocab.encode(t)) for s, t in tokens[split]] for split in splits}
+    src_bpe = tgt_bpe = None
+    if bpe_merges:
+        src_bpe = BPE.learn((s for s, _ in tokens["train"]), bpe_merges)
+        tgt_bpe = BPE.learn((t for _, t in tokens["train"]), bpe_merges)
+    src_vocab = Vocab.build((s for s, _ in tokens["train"]), min_freq=min_freq, bpe=src_bpe)
+    tgt_vocab = Vocab.build((t for _, t in tokens["train"]), min_freq=min_freq, bpe=tgt_bpe)
+    pairs = {split: [(src_vocab.encode_words(s), tgt_vocab.encode_words(t)) for s, t in tokens[split]] for split in splits}
     info = {
         "min_freq": min_freq,
         "max_len": max_len,
         "limit": limit,
+        "bpe_merges": bpe_merges or None,
         "tokenizers": {lang: tokenizer_kind(lang) for lang in LANGS},
     }
     return Corpus(src_vocab, tgt_vocab, pairs, text, tokens, info)

@@ -273,7 +273,7 @@ def decode_token_lists(
     model.eval()
     device = next(model.parameters()).device
     limit = model.config.max_len - 1
-    ids = [src_vocab.encode(list(tokens)[:limit]) for tokens in src_tokens]
+    ids = [src_vocab.encode_words(tokens)[:limit] for tokens in src_tokens]
     outputs: list[list[int]] = [[] for _ in ids]
     order = sorted((i for i in range(len(ids)) if ids[i]), key=lambda i: len(ids[i]))
     chunks = [order[a : a + batch_size] for a in range(0, len(order), batch_size)]
@@ -349,7 +349,8 @@ def translate(
         English sentences, cased and detokenized: a list for a list, a ``str``
         for a ``str``. With ``return_attention``, a pair ``(translations,
         details)`` where ``details`` (a list, or one dict for a ``str``) holds
-        per sentence ``src_tokens`` (German tokens + ``"<eos>"``, the keys),
+        per sentence ``src_tokens`` (German tokens + ``"<eos>"``, the keys;
+        BPE pieces such as ``"Hoch@@"`` when the vocabulary has subwords),
         ``tgt_tokens`` (the generated tokens, ``"<eos>"`` included: row ``t``
         is the step that produced token ``t``), ``cross_attention``
         (a list over decoder layers of ``(H, T, S)``, ready for
@@ -371,26 +372,31 @@ def translate(
     german = Tokenizer("de")  # spaCy loads on first use: all-empty input never needs it
     src_tokens = [german.tokenize(s) if s.strip() else [] for s in items]
     limit = model.config.max_len - 1
-    long = [i for i, t in enumerate(src_tokens) if len(t) > limit]
+    src_units = [src_vocab.segment(t) for t in src_tokens]  # what the model reads: words, or BPE pieces
+    long = [i for i, u in enumerate(src_units) if len(u) > limit]
     if long:
         warnings.warn(
             f"{len(long)} sentence(s) (index {long[:5]}) have more than {limit} tokens, the most this model accepts "
             f"(max_len={model.config.max_len}, one place for <eos>); only their first {limit} tokens are translated",
             stacklevel=2,
         )
-        src_tokens = [t[:limit] for t in src_tokens]
+        src_units = [u[:limit] for u in src_units]
+    # decode_token_lists takes words and cuts each source to `limit` units itself.
     outputs = decode_token_lists(model, src_tokens, src_vocab, tgt_vocab, beam_size, length_penalty, max_len, batch_size)
     english = Tokenizer("en")
-    texts = [english.detokenize(tgt_vocab.decode(out)) for out in outputs]
+    texts = [english.detokenize(tgt_vocab.decode_words(out)) for out in outputs]
     if not return_attention:
         return texts[0] if single else texts
-    details = [_attention_details(model, tokens, out, src_vocab, tgt_vocab) for tokens, out in zip(src_tokens, outputs)]
+    details = [_attention_details(model, units, out, src_vocab, tgt_vocab) for units, out in zip(src_units, outputs)]
     return (texts[0], details[0]) if single else (texts, details)
 
 
 @torch.no_grad()
 def _attention_details(model: Transformer, src_tokens: list[str], out: list[int], src_vocab: "Vocab", tgt_vocab: "Vocab") -> dict:
-    """Re-run one finished translation with teacher forcing to read its attention weights."""
+    """Re-run one finished translation with teacher forcing to read its attention weights.
+
+    ``src_tokens`` are the units the model read (BPE pieces when the vocabulary has them).
+    """
     tgt_tokens = [tgt_vocab.itos[i] for i in out]
     details = {"src_tokens": [*src_tokens, "<eos>"], "tgt_tokens": tgt_tokens, "cross_attention": None, "attention": None}
     if not src_tokens or not out:
@@ -473,7 +479,7 @@ def evaluate(
     from transformer_lessons.data import Tokenizer
 
     english = Tokenizer("en")
-    hyp_tokens = [tgt_vocab.decode(out) for out in outputs]
+    hyp_tokens = [tgt_vocab.decode_words(out) for out in outputs]
     hypotheses = [english.detokenize(t) for t in hyp_tokens]
     references = [t for _, t in texts]
 
