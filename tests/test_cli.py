@@ -85,3 +85,22 @@ def test_quick_preset_on_real_data_as_a_subprocess(tmp_path):
     result = subprocess.run(translate, capture_output=True, text=True, env=env, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert len(result.stdout.strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(not DATA_DIR.is_dir(), reason="Multi30k files not available")
+def test_prepare_and_train_with_subwords(tmp_path, capsys):
+    from transformer_lessons.data import Corpus
+
+    corpus_file = tmp_path / "bpe.json.gz"
+    prepare = ["prepare", "--preset", "quick", "--limit", "300", "--bpe-merges", "200", "--out", str(corpus_file), "--data-dir", str(DATA_DIR)]
+    assert main(prepare) == 0
+    corpus = Corpus.load(corpus_file)
+    assert corpus.info["bpe_merges"] == 200 and len(corpus.src_vocab.bpe) == 200 and len(corpus.tgt_vocab.bpe) == 200
+    out = tmp_path / "run"
+    train = ["train", "--preset", "quick", "--corpus", str(corpus_file), "--bpe-merges", "200", "--epochs", "1"]
+    assert main(train + ["--out", str(out), "--bleu-val-limit", "8", "--no-test", "--quiet", "--device", "cpu"]) == 0
+    capsys.readouterr()
+    assert main(["translate", "Ein Mann fährt Fahrrad.", "--checkpoint", str(out / "best.pt"), "--beam", "1", "--device", "cpu"]) == 0
+    assert "@@" not in capsys.readouterr().out, "pieces are joined into words"
+    assert main(prepare[:-4] + ["--bpe-merges", "-1", "--out", str(corpus_file)]) == 2
+    assert "--bpe-merges must be 0" in capsys.readouterr().err

@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="PATH", help="file to write (.json.gz)")
     p.add_argument("--preset", choices=("quick", "full"), default=None, help="take min_freq/limit/max_len/bpe_merges from this training preset (default: full)")
     p.add_argument("--limit", type=int, help="keep only the first N training pairs")
+    p.add_argument("--bpe-merges", type=int, metavar="N", help="subword units: N byte-pair merges per language (0 = whole words; default: the preset's)")
     p.add_argument("--data-dir", metavar="DIR", help="directory with the raw Multi30k .gz files")
 
     p = sub.add_parser(
@@ -57,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_args(p)
     p.add_argument("--epochs", type=int, help="number of epochs")
     p.add_argument("--limit", type=int, help="use only the first N training pairs")
+    p.add_argument("--bpe-merges", type=int, metavar="N", help="subword units: N byte-pair merges per language (0 = whole words; default: the preset's)")
     p.add_argument("--max-tokens", type=int, help="padded tokens per batch")
     p.add_argument("--eval-every", type=int, help="validation BLEU every N epochs")
     p.add_argument("--bleu-val-limit", type=int, help="validation BLEU on the first N sentences only")
@@ -124,10 +126,20 @@ def _load_corpus(path: str):
 def cmd_prepare(args) -> int:
     from transformer_lessons.train import TRAIN_PRESETS, prepare_corpus_for
 
-    corpus = prepare_corpus_for(TRAIN_PRESETS[args.preset or "full"], args.data_dir, progress=True, limit=args.limit)
+    config = _with_bpe_merges(TRAIN_PRESETS[args.preset or "full"], args.bpe_merges)
+    corpus = prepare_corpus_for(config, args.data_dir, progress=True, limit=args.limit)
     corpus.save(args.out)
     print(f"wrote {args.out}: {corpus}")
     return 0
+
+
+def _with_bpe_merges(config, merges: int | None):
+    """The config with ``--bpe-merges`` applied (0 = whole words); unchanged when the option is absent."""
+    if merges is None:
+        return config
+    if merges < 0:
+        raise UserError(f"--bpe-merges must be 0 (whole words) or more, got {merges}")
+    return config.replace(bpe_merges=merges or None)
 
 
 def cmd_train(args) -> int:
@@ -145,7 +157,7 @@ def cmd_train(args) -> int:
         "compile": args.compile,
         "max_minutes": args.max_minutes,
     }
-    config = config.replace(**{k: v for k, v in changes.items() if v is not None})
+    config = _with_bpe_merges(config.replace(**{k: v for k, v in changes.items() if v is not None}), args.bpe_merges)
     for name in ("epochs", "max_tokens", "eval_every", "beam_size"):
         if getattr(config, name) < 1:
             raise UserError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(config, name)}")
@@ -155,6 +167,9 @@ def cmd_train(args) -> int:
         if config.limit is not None:  # a saved corpus holds all its pairs: apply the limit here (its vocab stays)
             corpus.pairs["train"] = corpus.pairs["train"][: config.limit]
             corpus.text["train"] = corpus.text["train"][: config.limit]
+            if corpus.tokens is not None:
+                corpus.tokens["train"] = corpus.tokens["train"][: config.limit]
+            corpus.info["limit"] = config.limit
     result = train(
         config,
         corpus,
