@@ -80,7 +80,9 @@ def get_batches(args, n: int):
     try:
         from transformer_lessons.data import DataError, prepare_corpus
 
-        corpus = prepare_corpus(args.data_dir, min_freq=config.min_freq, limit=args.limit, splits=("train",), progress=False)
+        corpus = prepare_corpus(
+            args.data_dir, min_freq=config.min_freq, limit=args.limit, splits=("train",), progress=False, bpe_merges=config.bpe_merges
+        )
         batcher = corpus.batcher("train", config.max_tokens, shuffle=True, seed=0)
         batches = []
         while len(batches) < n:
