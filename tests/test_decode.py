@@ -189,6 +189,10 @@ def test_subword_model_translates_whole_words(tmp_path):
     assert src_vocab == corpus.src_vocab and src_vocab.bpe is not None, "the checkpoint carries the merges"
     texts = translate(checkpoint, ["ein hund läuft .", "ein unbekanntes wort ."], device="cpu")
     assert all(isinstance(t, str) and "@@" not in t for t in texts), texts
+    from transformer_lessons.train import export_for_inference
+
+    assert export_for_inference(checkpoint, tmp_path / "model_fp16.pt") > 0  # what a GPU run commits
+    assert load_checkpoint(tmp_path / "model_fp16.pt", "cpu")[2] == tgt_vocab, "the fp16 export keeps the merges too"
     # evaluate joins pieces into words before scoring: its hypotheses hold no "@@" either.
     hypotheses = (tmp_path / "test_hypotheses.txt").read_text(encoding="utf-8").splitlines()
     assert len(hypotheses) == len(corpus.text["test_2016_flickr"]) and not any("@@" in h for h in hypotheses)
