@@ -6,7 +6,8 @@ encoding and the output projection are left out: they are the same few ops in an
 implementation and would only dilute the difference. nn.Transformer always ends each stack
 with a LayerNorm; with the paper's post-norm layers our stacks have none, so for a like-for-
 like function the reference's two final norms are replaced by nn.Identity (with --norm-first
-both have them). The script checks that both compute the same output before timing.
+both have them). Before timing, the script checks in float32 that both compute the same output,
+and exits with status 1 if they do not.
 
 Modes:
   train      forward + backward, dropout on; our attention uses the fused F.scaled_dot_product_attention
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 import warnings
 
@@ -43,6 +45,9 @@ BENCH_PRESETS = {
     "base": PRESETS["base"],
 }
 PAD = 0
+# Float32 outputs computed in a different order differ by about 1e-6 of their size (LayerNorm keeps them
+# near 1); a wrong weight, mask or sublayer order differs by far more.
+SAME_FUNCTION_RTOL = 1e-4
 
 
 def parse_args() -> argparse.Namespace:
@@ -119,12 +124,12 @@ def main() -> None:
         batch_first=True, norm_first=c.norm_first,
     )
     copy_weights(encoder, decoder, ref)
-    ours.to(device, dtype)
-    ref.to(device, dtype)
+    ours.to(device)
+    ref.to(device)
 
     # Embedded inputs and token ids with ragged lengths, so the padding masks matter.
-    src_x = torch.randn(B, S, D, device=device, dtype=dtype)
-    tgt_x = torch.randn(B, T, D, device=device, dtype=dtype)
+    src_x = torch.randn(B, S, D, device=device)
+    tgt_x = torch.randn(B, T, D, device=device)
     src_ids = torch.ones(B, S, dtype=torch.long, device=device)
     tgt_ids = torch.ones(B, T, dtype=torch.long, device=device)
     for b in range(B):
@@ -145,11 +150,22 @@ def main() -> None:
     def run_ref() -> torch.Tensor:
         return ref(src_x, tgt_x, **ref_kwargs)
 
-    # Same function? (eval mode, so dropout is off; only rows of real target tokens are compared.)
+    # Same function? In float32, before --dtype's rounding can hide a real difference; eval mode, so
+    # dropout is off; only rows of real target tokens are compared.
     ours.eval(), ref.eval()
     with torch.no_grad():
         real = tgt_ids != PAD
-        diff = (run_ours() - run_ref())[real].abs().max().item()
+        expected = run_ref()[real]  # (real target tokens, D)
+        diff = (run_ours()[real] - expected).abs().max().item()
+        tolerance = SAME_FUNCTION_RTOL * expected.abs().max().item()
+    if not diff <= tolerance:  # written so that a NaN difference fails too
+        sys.exit(
+            f"not the same function: max |ours - nn.Transformer| = {diff:.2e} (float32, eval, real target rows) "
+            f"exceeds {tolerance:.2e} = {SAME_FUNCTION_RTOL:g} x the largest output; check copy_weights and the masks"
+        )
+    ours.to(dtype)
+    ref.to(dtype)
+    src_x, tgt_x = src_x.to(dtype), tgt_x.to(dtype)
 
     def step(fn, backward: bool) -> None:
         if backward:
@@ -194,7 +210,8 @@ def main() -> None:
         f"dropout={c.dropout} norm_first={c.norm_first} | batch {B} src_len {S} tgt_len {T} | "
         f"{n_params / 1e6:.2f}M parameters in the stacks"
     )
-    print(f"same function: max |ours - nn.Transformer| = {diff:.2e} (eval, real target rows)")
+    print(f"same function: max |ours - nn.Transformer| = {diff:.2e} (float32, eval, real target rows; "
+          f"tolerance {tolerance:.2e})")
     print(f"median of {args.iters} iterations after {args.warmup} warm-up, milliseconds per step\n")
     print(f"{'mode':<11} {'ours ms':>9} {'nn ms':>9} {'ours/nn':>8}  what")
     for mode, a, b, r, note in rows:

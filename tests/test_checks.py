@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_lessons import checks
+from transformer_lessons import checks, data, decode, model, train
 from transformer_lessons.attention import MultiHeadAttention, scaled_dot_product_attention
 from transformer_lessons.checks import ExerciseError
 from transformer_lessons.layers import LayerNorm, PositionwiseFeedForward, sinusoidal_positional_encoding
@@ -332,6 +333,15 @@ def pe_exponent_i(max_len, d_model):
     return pe
 
 
+def pe_two_i_doubled(max_len, d_model):
+    position = torch.arange(max_len, dtype=torch.float32)[:, None]
+    i = torch.arange(0, d_model, 2, dtype=torch.float32)  # 0, 2, 4, ...: already 2i
+    angle = position / 10000 ** (2 * i / d_model)  # the bug: doubled again, 4i/d
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2], pe[:, 1::2] = torch.sin(angle), torch.cos(angle)
+    return pe
+
+
 def pe_pairs(max_len, d_model):
     return sinusoidal_positional_encoding(max_len, d_model).view(max_len, d_model // 2, 2)  # (L, D/2, [sin, cos])
 
@@ -416,6 +426,7 @@ BUGS = {
     "pe-swapped": ("positional_encoding", lambda L, D: pe_pairs(L, D).flip(-1).reshape(L, D), "swapped"),
     "pe-base-1000": ("positional_encoding", lambda L, D: sinusoidal_positional_encoding(L, D, base=1000.0), "not 1000"),
     "pe-exponent-i": ("positional_encoding", lambda L, D: pe_exponent_i(L, D), "you used i/d_model"),
+    "pe-2i-doubled": ("positional_encoding", pe_two_i_doubled, "the factor 2 is there twice"),
     "pe-start-1": ("positional_encoding", lambda L, D: sinusoidal_positional_encoding(L + 1, D)[1:], "start at 0"),
     "pe-halves": ("positional_encoding", lambda L, D: pe_pairs(L, D).transpose(1, 2).reshape(L, D), "interleaved"),
     "pe-batch-axis": ("positional_encoding", lambda L, D: sinusoidal_positional_encoding(L, D)[None], "2-D table"),
@@ -490,6 +501,32 @@ WRONG_SHAPES = {
 }
 
 
+
+def sdpa_numpy_softmax(query, key, value, mask=None):
+    scores = _scores(query, key) / math.sqrt(query.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(mask == 0, -1e9)
+    e = np.exp(scores.numpy() - scores.numpy().max(-1, keepdims=True))
+    weights = torch.tensor(e / e.sum(-1, keepdims=True), dtype=torch.float64)  # the bug: float64
+    return weights @ value.double(), weights
+
+
+def returns_float64(cls):
+    """A module class whose output is converted to float64, as a detour through numpy leaves it."""
+    return type(f"{cls.__name__}Float64", (cls,), {"forward": lambda self, *args: cls.forward(self, *args).double()})
+
+
+# Answers of the wrong dtype (float64 from float32 inputs): the message must name the dtype.
+WRONG_DTYPES = {
+    "scaled_dot_product_attention": sdpa_numpy_softmax,
+    "multi_head_attention": returns_float64(MultiHeadAttention),
+    "layer_norm": returns_float64(LayerNorm),
+    "feed_forward": returns_float64(PositionwiseFeedForward),
+    "encoder_layer": returns_float64(model.EncoderLayer),
+    "decoder_layer": returns_float64(model.DecoderLayer),
+}
+
+
 # Correct answers written differently from the package: the checks must accept them too.
 
 
@@ -544,6 +581,31 @@ def test_reference_passes_with_one_line(name, capsys):
     assert len(lines) == 1 and lines[0].startswith(f"✔ {name}: correct")
 
 
+# The package's own reference for every check, adapted only where the check's signature differs.
+PACKAGE_REFERENCES = {
+    "scaled_dot_product_attention": scaled_dot_product_attention,
+    "causal_mask": causal_mask,
+    "padding_mask": padding_mask,
+    "target_mask": target_mask,
+    "positional_encoding": sinusoidal_positional_encoding,
+    "multi_head_attention": MultiHeadAttention,
+    "layer_norm": LayerNorm,
+    "feed_forward": PositionwiseFeedForward,
+    "encoder_layer": model.EncoderLayer,  # norms in sublayers[i].norm, not norm1, norm2
+    "decoder_layer": model.DecoderLayer,
+    "noam_rate": train.noam_rate,
+    "build_vocab": lambda token_lists, min_freq: data.Vocab.build(token_lists, min_freq=min_freq).itos,
+    "greedy_decode": decode.greedy_decode,
+}
+
+
+@pytest.mark.parametrize("name", PACKAGE_REFERENCES)
+def test_package_reference_passes(name, capsys):
+    check = getattr(checks, f"check_{name}")
+    assert check(PACKAGE_REFERENCES[name]) is True
+    assert capsys.readouterr().out.startswith(f"✔ {name}: correct")
+
+
 @pytest.mark.parametrize("case", ALTERNATIVES)
 def test_other_correct_answers_pass(case, capsys):
     name, answer = ALTERNATIVES[case]
@@ -586,6 +648,14 @@ def test_wrong_shape_is_reported(name):
         check(WRONG_SHAPES[name])
 
 
+@pytest.mark.parametrize("name", WRONG_DTYPES)
+def test_wrong_dtype_is_reported(name):
+    check = REFERENCES[name][0]
+    with pytest.raises(ExerciseError, match="wrong dtype torch.float64: the inputs are torch.float32") as error:
+        check(WRONG_DTYPES[name])
+    assert "numpy" in str(error.value)
+
+
 @pytest.mark.parametrize("name", REFERENCES)
 def test_learner_exception_is_reported_and_chained(name):
     def broken(*args, **kwargs):
@@ -614,13 +684,20 @@ def test_exercise_error_is_an_assertion_error():
     assert issubclass(ExerciseError, AssertionError)
 
 
+def test_every_failure_shows_the_public_class_name():
+    # Notebooks print type(error).__name__: a recognised bug and any other failure both read ExerciseError.
+    def no_weights(query, key, value, mask=None):
+        return scaled_dot_product_attention(query, key, value, mask)[0], None
+
+    for answer, known in ((sdpa_no_scale, True), (no_weights, False)):
+        with pytest.raises(ExerciseError) as error:
+            checks.check_scaled_dot_product_attention(answer)
+        assert type(error.value).__name__ == "ExerciseError"
+        assert error.value.known_bug is known
+
+
 def test_every_check_is_documented_with_its_signature():
     for check, _ in REFERENCES.values():
         doc = check.__doc__ or ""
         assert "Expected signature:" in doc and "Raises:" in doc, check.__name__
 
-
-def test_package_noam_rate_passes(capsys):
-    from transformer_lessons.train import noam_rate as package_noam_rate
-
-    assert checks.check_noam_rate(package_noam_rate) is True

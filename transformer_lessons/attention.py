@@ -39,7 +39,11 @@ def scaled_dot_product_attention(
         value: ``(..., S, Dv)``.
         mask: optional BoolTensor broadcastable to ``(..., T, S)``; ``True`` = may attend.
         dropout: optional module (e.g. ``nn.Dropout``) applied to the weights
-            before they mix the values (paper §5.4 applies dropout throughout).
+            before they mix the values. Not in the paper: §5.4 applies dropout
+            to each sublayer's output and to the sums of embeddings and
+            positional encodings; dropout on the attention weights is an
+            addition from tensor2tensor (``attention_dropout``) that the
+            Annotated Transformer follows.
 
     Returns:
         ``(output, weights)``: output ``(..., T, Dv)``; weights ``(..., T, S)``,
@@ -68,7 +72,8 @@ class MultiHeadAttention(nn.Module):
     Args:
         d_model: width of the inputs and the output (``D``).
         n_heads: number of heads ``H``; each works in ``Dh = D / H`` dimensions.
-        dropout: dropout on the attention weights.
+        dropout: dropout on the attention weights (an addition to the paper; see
+            :func:`scaled_dot_product_attention`).
 
     Shape:
         query ``(B, T, D)``, key and value ``(B, S, D)``, mask broadcastable to

@@ -52,11 +52,25 @@ __all__ = [
 
 
 class ExerciseError(AssertionError):
-    """The learner's answer is wrong; the message names the likely bug and what to do."""
+    """The learner's answer is wrong; the message names the likely bug and what to do.
+
+    Every failing check raises this one class, so a notebook that prints
+    ``type(error).__name__`` shows ``ExerciseError``.
+
+    Attributes:
+        known_bug: True when the message names a mistake the check recognised
+            (the answer equals what that mistake computes), False when the answer
+            only differs from the reference.
+    """
+
+    known_bug: bool = False
 
 
-class _KnownBug(ExerciseError):
-    """An ExerciseError whose message names a bug the check recognised (not a generic difference)."""
+def _known_bug(hint: str) -> ExerciseError:
+    """An ExerciseError whose message names a mistake the check recognised (``known_bug`` set)."""
+    error = ExerciseError(hint)
+    error.known_bug = True
+    return error
 
 
 class _NotImplementedYet(Exception):
@@ -134,7 +148,10 @@ def _expect_tensor(
     shape_hint: str = "",
     finite: bool = True,
 ) -> torch.Tensor:
-    """Raise ExerciseError unless value is a tensor of the given shape and dtype (and, if finite, without NaN/inf)."""
+    """Raise ExerciseError unless value is a tensor of the given shape and dtype (and, if finite, without NaN/inf).
+
+    ``dtype`` is the dtype of the learner's float inputs: an output should keep it.
+    """
     if value is None:
         raise ExerciseError(f"{what} is None: did you forget a `return`?")
     if isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, torch.Tensor) for v in value):
@@ -145,7 +162,11 @@ def _expect_tensor(
         message = f"{what} has the wrong shape: expected {_shape(shape)}, got {_shape(value)}"
         raise ExerciseError(f"{message}. {shape_hint}" if shape_hint else message)
     if dtype is not None and value.dtype != dtype:
-        raise ExerciseError(f"{what} has the wrong dtype: expected {dtype}, got {value.dtype}")
+        message = f"{what} has the wrong dtype {value.dtype}: the inputs are {dtype} and it should keep their dtype"
+        if value.dtype == torch.float64:
+            message += (". Did you build a tensor with torch.tensor(..., dtype=torch.float64) or .double(), or go "
+                        "through numpy (whose default float is float64)?")
+        raise ExerciseError(message)
     if finite and value.is_floating_point() and not torch.isfinite(value).all():
         raise ExerciseError(
             f"{what} contains NaN or inf. A softmax over a row whose scores are all -inf gives NaN: "
@@ -184,7 +205,7 @@ def _diagnose(got: Any, expected: Any, bugs: Sequence[Bug], what: str, advice: s
         except Exception:  # noqa: BLE001 - a bug that cannot even run on these shapes is not the one
             continue
         if _close(got, candidate, atol):
-            raise _KnownBug(hint)
+            raise _known_bug(hint)
     if isinstance(expected, tuple):
         got, expected = next((g, e) for g, e in zip(got, expected) if not _close(g, e, atol))
     message = f"{what} differs from the reference ({_difference(got, expected)})"
@@ -320,7 +341,9 @@ def _sdpa_bugs(q, k, v, mask=None) -> list[Bug]:
     return bugs
 
 
-def _unpack_attention(result: Any, shapes: tuple[tuple[int, ...], tuple[int, ...]]) -> tuple[torch.Tensor, torch.Tensor]:
+def _unpack_attention(
+    result: Any, shapes: tuple[tuple[int, ...], tuple[int, ...]], dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
     if result is None:
         raise ExerciseError("your function returned None: did you forget `return output, weights`?")
     if isinstance(result, torch.Tensor):
@@ -335,8 +358,8 @@ def _unpack_attention(result: Any, shapes: tuple[tuple[int, ...], tuple[int, ...
             f"weights have shape {_shape(weights)} = (..., S, T) but should be {w_shape} = (..., T, S), one row per "
             "query: scores = query @ key.transpose(-2, -1)"
         )
-    output = _expect_tensor(result[0], "output", out_shape, shape_hint="output = weights @ value, (..., T, S) @ (..., S, d_v)")
-    weights = _expect_tensor(weights, "weights", w_shape, shape_hint="weights = softmax(scores), one row per query: (..., T, S)")
+    output = _expect_tensor(result[0], "output", out_shape, dtype, shape_hint="output = weights @ value, (..., T, S) @ (..., S, d_v)")
+    weights = _expect_tensor(weights, "weights", w_shape, dtype, shape_hint="weights = softmax(scores), one row per query: (..., T, S)")
     return output, weights
 
 
@@ -347,7 +370,7 @@ def _run_attention(fn, q, k, v, mask=None) -> tuple[torch.Tensor, torch.Tensor]:
     result = _call(fn, *args)
     _expect_unchanged(originals, inputs)
     shapes = ((*q.shape[:-1], v.size(-1)), (*q.shape[:-1], k.size(-2)))
-    return _unpack_attention(result, shapes)
+    return _unpack_attention(result, shapes, q.dtype)
 
 
 def _check_attention_case(fn, q, k, v, mask=None) -> None:
@@ -407,7 +430,7 @@ def check_scaled_dot_product_attention(fn: Callable[..., tuple[torch.Tensor, tor
         try:
             _check_attention_case(fn, *square)
         except ExerciseError as square_error:
-            if isinstance(square_error, _KnownBug):
+            if square_error.known_bug:
                 raise square_error from error
         raise ExerciseError(
             f"{error.args[0]}\n  with query {_shape(q)}, key {_shape(k)}, value {_shape(v)} the shapes should go "
@@ -668,11 +691,10 @@ def _sinusoid(max_len, d_model, base=10000.0, start=0, exponent="2i", layout="in
     """The §3.5 table in float64, with knobs that reproduce the common bugs."""
     position = torch.arange(start, start + max_len, dtype=torch.float64)[:, None]  # (L, 1)
     pair = torch.arange(d_model // 2, dtype=torch.float64)  # i = 0 .. D/2-1
-    if exponent == "2i":
-        # exp/log form of base^(-2i/D): deliberately not the package's formula, to stay independent
-        frequency = torch.exp(-math.log(base) * 2 * pair / d_model)
-    else:  # "i": the exponent forgot the factor 2
-        frequency = torch.exp(-math.log(base) * pair / d_model)
+    # "i" forgot the factor 2; "4i" doubled a 2i that was already there (i in range(0, D, 2), then 2 * i).
+    factor = {"2i": 2, "i": 1, "4i": 4}[exponent]
+    # exp/log form of base^(-2i/D): deliberately not the package's formula, to stay independent
+    frequency = torch.exp(-math.log(base) * factor * pair / d_model)
     angle = position * frequency  # (L, D/2)
     sin, cos = torch.sin(angle), torch.cos(angle)
     if first == "cos":
@@ -710,7 +732,7 @@ def check_positional_encoding(fn: Callable[[int, int], torch.Tensor]) -> str:
 
     Raises:
         ExerciseError: naming the likely bug (sin/cos swapped, base 1000,
-            exponent i/d, halves instead of interleaved, positions from 1).
+            exponent i/d or 4i/d, halves instead of interleaved, positions from 1).
     """
     for max_len, d_model in ((50, 16), (7, 4)):
         pe = _expect_tensor(_call(fn, max_len, d_model), f"the table for max_len={max_len}, d_model={d_model}")
@@ -733,6 +755,9 @@ def check_positional_encoding(fn: Callable[[int, int], torch.Tensor]) -> str:
              lambda: _sinusoid(max_len, d_model, base=1000.0)),
             ("the exponent should be 2i/d_model, where i indexes the sin/cos PAIR (columns 2i and 2i+1); "
              "you used i/d_model", lambda: _sinusoid(max_len, d_model, exponent="i")),
+            ("the factor 2 is there twice: torch.arange(0, d_model, 2) already gives 2i = 0, 2, 4, ..., so the "
+             "exponent is that divided by d_model; multiplying it by 2 again makes it 4i/d_model",
+             lambda: _sinusoid(max_len, d_model, exponent="4i")),
             ("the exponent should be 2i/d_model with i the pair index, so columns 2i and 2i+1 share one frequency; "
              "you gave every column its own", lambda: _sinusoid_per_column(max_len, d_model)),
             ("the exponent should be 2i/d_model with i the pair index, so columns 2i and 2i+1 share one frequency; "
@@ -845,7 +870,7 @@ def check_multi_head_attention(cls: Callable[..., nn.Module]) -> str:
         originals = {name: t.clone() for name, t in inputs.items()}
         out = _call(m, q, k, v) if mask is None else _call(m, q, k, v, mask)
         _expect_unchanged(originals, inputs)
-        out = _expect_tensor(out, "the output", (B, T, D), shape_hint="one d_model vector per query: (B, T, d_model)")
+        out = _expect_tensor(out, "the output", (B, T, D), q.dtype, shape_hint="one d_model vector per query: (B, T, d_model)")
 
         def bug(**knobs):
             return lambda: _mha(m, H, q, k, v, mask, **knobs)
@@ -946,7 +971,7 @@ def check_layer_norm(cls: Callable[..., nn.Module]) -> str:
     for eps in (1e-5, 1e-2):
         layer = m if eps == 1e-5 else _make_layer_norm(cls, D, eps, weight, bias)
         original = x.clone()
-        out = _expect_tensor(_call(layer, x), "the output", x.shape)
+        out = _expect_tensor(_call(layer, x), "the output", x.shape, x.dtype)
         _expect_unchanged({"x": original}, {"x": x})
         reference = nn.LayerNorm(D, eps=eps)
         reference.weight.copy_(weight)
@@ -1024,7 +1049,7 @@ def check_feed_forward(cls: Callable[..., nn.Module]) -> str:
     _linear(m, "w_2", d_ff, D, "your feed-forward module")
     x = torch.randn(2, 3, D)
     original = x.clone()
-    out = _expect_tensor(_call(m, x), "the output", x.shape, shape_hint="FFN maps (B, L, d_model) to (B, L, d_model)")
+    out = _expect_tensor(_call(m, x), "the output", x.shape, x.dtype, shape_hint="FFN maps (B, L, d_model) to (B, L, d_model)")
     _expect_unchanged({"x": original}, {"x": x})
     bugs = [
         ("the ReLU is missing: without it the two Linear layers collapse into one linear map. "
@@ -1068,10 +1093,25 @@ def _copy_layer(learner: nn.Module, name: str, description: str, target: nn.Modu
         raise ExerciseError(f"`{name}` should be {description}; its parameters do not match:\n{error}") from None
 
 
-def _copy_norms(learner: nn.Module, names: Sequence[str], targets: Sequence[nn.Module], D: int) -> None:
+def _learner_norms(learner: nn.Module, count: int) -> list[tuple[str, Any]]:
+    """The learner's LayerNorms in sublayer order, with the names to report them by.
+
+    Two layouts: ``norm1``, ``norm2``, ... on the layer (what the exercises ask for),
+    or ``sublayers[i].norm`` (the package's SublayerConnection, as in model.EncoderLayer).
+    """
+    sublayers = getattr(learner, "sublayers", None)
+    if not hasattr(learner, "norm1") and isinstance(sublayers, nn.ModuleList) and len(sublayers) == count:
+        return [(f"sublayers[{i}].norm", getattr(sublayer, "norm", None)) for i, sublayer in enumerate(sublayers)]
+    return [(f"norm{i + 1}", getattr(learner, f"norm{i + 1}", None)) for i in range(count)]
+
+
+def _copy_norms(learner: nn.Module, targets: Sequence[nn.Module], D: int) -> None:
     """Give the learner's norms distinct non-trivial gains and biases, and copy them into the reference."""
-    for name, target in zip(names, targets):
-        norm = _submodule(learner, name, f"a LayerNorm(d_model) with weight and bias of shape ({D},)")
+    for (name, norm), target in zip(_learner_norms(learner, len(targets)), targets):
+        if not isinstance(norm, nn.Module):
+            raise ExerciseError(
+                f"your layer should have a submodule `{name}` (a LayerNorm(d_model) with weight and bias of shape ({D},))"
+            )
         for param in ("weight", "bias"):
             p = getattr(norm, param, None)
             if not isinstance(p, torch.Tensor) or _shape(p) != (D,):
@@ -1104,8 +1144,10 @@ def check_encoder_layer(cls: Callable[..., nn.Module]) -> str:
         x = norm1(x + dropout(self_attn(x, x, x, src_mask)))
         x = norm2(x + dropout(feed_forward(x)))
 
-    The check copies the learner's submodules into the package's ``EncoderLayer``
-    (with non-trivial LayerNorm weights) and compares.
+    The norms may instead live in ``sublayers[0].norm`` and ``sublayers[1].norm``
+    (the package's ``SublayerConnection`` layout). The check copies the learner's
+    submodules into the package's ``EncoderLayer`` (with non-trivial LayerNorm
+    weights) and compares.
 
     Shape:
         x ``(B, S, D)``, src_mask bool broadcastable to ``(B, 1, S, S)`` -> ``(B, S, D)``.
@@ -1127,14 +1169,14 @@ def check_encoder_layer(cls: Callable[..., nn.Module]) -> str:
     ref = EncoderLayer(D, H, d_ff, dropout=0.0).eval()
     _copy_layer(m, "self_attn", "a MultiHeadAttention(d_model, n_heads, dropout)", ref.self_attn)
     _copy_layer(m, "feed_forward", "a PositionwiseFeedForward(d_model, d_ff, dropout)", ref.feed_forward)
-    _copy_norms(m, ("norm1", "norm2"), (ref.sublayers[0].norm, ref.sublayers[1].norm), D)
+    _copy_norms(m, (ref.sublayers[0].norm, ref.sublayers[1].norm), D)
     x = 2 * torch.randn(B, S, D) + 1
     n1, n2, ff = ref.sublayers[0].norm, ref.sublayers[1].norm, ref.feed_forward
     for mask in (None, _pad_mask([S, S - 2], S)):
         original = x.clone()
         out = _call(m, x) if mask is None else _call(m, x, mask)
         _expect_unchanged({"x": original}, {"x": x})
-        out = _expect_tensor(out, "the output", x.shape, shape_hint="an encoder layer keeps the shape (B, S, d_model)")
+        out = _expect_tensor(out, "the output", x.shape, x.dtype, shape_hint="an encoder layer keeps the shape (B, S, d_model)")
 
         def sa(mk):
             return lambda y: ref.self_attn(y, y, y, mk)
@@ -1192,8 +1234,10 @@ def check_decoder_layer(cls: Callable[..., nn.Module]) -> str:
         x = norm2(x + dropout(cross_attn(x, memory, memory, src_mask)))
         x = norm3(x + dropout(feed_forward(x)))
 
-    The check copies the learner's submodules into the package's ``DecoderLayer``
-    and compares, and checks that no position sees later ones.
+    The norms may instead live in ``sublayers[i].norm`` (the package's
+    ``SublayerConnection`` layout). The check copies the learner's submodules into
+    the package's ``DecoderLayer`` and compares, and checks that no position sees
+    later ones.
 
     Shape:
         x ``(B, T, D)``, memory ``(B, S, D)``, src_mask broadcastable to
@@ -1218,7 +1262,7 @@ def check_decoder_layer(cls: Callable[..., nn.Module]) -> str:
     _copy_layer(m, "self_attn", "a MultiHeadAttention(d_model, n_heads, dropout)", ref.self_attn)
     _copy_layer(m, "cross_attn", "a MultiHeadAttention(d_model, n_heads, dropout)", ref.cross_attn)
     _copy_layer(m, "feed_forward", "a PositionwiseFeedForward(d_model, d_ff, dropout)", ref.feed_forward)
-    _copy_norms(m, ("norm1", "norm2", "norm3"), [s.norm for s in ref.sublayers], D)
+    _copy_norms(m, [s.norm for s in ref.sublayers], D)
     norms = [s.norm for s in ref.sublayers]
     ff = ref.feed_forward
     x = 2 * torch.randn(B, T, D) + 1
@@ -1232,7 +1276,7 @@ def check_decoder_layer(cls: Callable[..., nn.Module]) -> str:
         originals = {name: t.clone() for name, t in inputs.items()}
         out = _call(m, x, memory, src_mask, tgt_mask)
         _expect_unchanged(originals, inputs)
-        out = _expect_tensor(out, "the output", x.shape, shape_hint="one vector per TARGET position: (B, T, d_model)")
+        out = _expect_tensor(out, "the output", x.shape, x.dtype, shape_hint="one vector per TARGET position: (B, T, d_model)")
 
         def sa(mk):
             return lambda y: ref.self_attn(y, y, y, mk)
@@ -1282,7 +1326,7 @@ def check_decoder_layer(cls: Callable[..., nn.Module]) -> str:
         try:
             _diagnose(out, ref(x, memory, src_mask, tgt_mask), bugs, f"the output (memory length {S})")
         except ExerciseError as error:
-            if not isinstance(error, _KnownBug) and _leaks_future(m, x, memory, src_mask, tgt_mask, out):
+            if not error.known_bug and _leaks_future(m, x, memory, src_mask, tgt_mask, out):
                 raise ExerciseError(_CAUSAL_HINT) from None
             raise
         if S == T and _leaks_future(m, x, memory, src_mask, tgt_mask, out):
@@ -1478,15 +1522,15 @@ def _check_specials(itos: list[str]) -> None:
         return
     missing = [s for s in SPECIALS if s not in itos]
     if len(missing) == len(SPECIALS):
-        raise _KnownBug(
+        raise _known_bug(
             f"the special tokens are missing: the list must start with {order} (ids 0 to 3; the rest of the "
             "course relies on pad_id = 1, bos_id = 2 and eos_id = 3)"
         )
     if missing:
-        raise _KnownBug(f"special token(s) missing: {', '.join(missing)}; the list must start with {order}")
+        raise _known_bug(f"special token(s) missing: {', '.join(missing)}; the list must start with {order}")
     if set(itos[: len(SPECIALS)]) == set(SPECIALS):
-        raise _KnownBug(f"the special tokens are in the wrong order: {', '.join(itos[:4])}; they must be {order}, in that order")
-    raise _KnownBug(f"the special tokens must come FIRST, in the order {order} (ids 0 to 3), before every word")
+        raise _known_bug(f"the special tokens are in the wrong order: {', '.join(itos[:4])}; they must be {order}, in that order")
+    raise _known_bug(f"the special tokens must come FIRST, in the order {order} (ids 0 to 3), before every word")
 
 
 @_exercise(
@@ -1535,13 +1579,13 @@ def check_build_vocab(fn: Callable[[list[list[str]], int], list[str]]) -> str:
             _check_specials(got)
             repeated = sorted({t for t in got if got.count(t) > 1})
             if repeated:
-                raise _KnownBug(
+                raise _known_bug(
                     f"the list has duplicates ({', '.join(repeated[:5])}): each token appears once. Count first "
                     "(collections.Counter), then list each kept token once"
                 )
             for hint, simulate in _vocab_bugs(token_lists, min_freq):
                 if got == simulate():
-                    raise _KnownBug(hint)
+                    raise _known_bug(hint)
             words, want = got[len(SPECIALS):], expected[len(SPECIALS):]
             counts = {t: sum(s.count(t) for s in token_lists) for t in {*words, *want}}
             extra = [t for t in words if t not in want]
@@ -1560,7 +1604,7 @@ def check_build_vocab(fn: Callable[[list[list[str]], int], list[str]]) -> str:
                     + ". Keep exactly the tokens seen at least min_freq times, case kept"
                 )
             if all(counts[a] >= counts[b] for a, b in zip(words, words[1:])):
-                raise _KnownBug(f"tokens with the same count must be in alphabetical order, so the same data always "
+                raise _known_bug(f"tokens with the same count must be in alphabetical order, so the same data always "
                                 f"gives the same ids: {_ORDER_KEY}")
             raise ExerciseError(f"the right tokens, in the wrong order: most frequent first, ties alphabetically: {_ORDER_KEY}")
         except ExerciseError as error:
@@ -1700,13 +1744,13 @@ def _check_greedy_structure(got: Any, B: int, max_len: int, bos_id: int, eos_id:
     if not bool((got[:, 0] == bos_id).all()):
         width = expected.size(1) - 1
         if got.size(1) >= width and torch.equal(got[:, :width], expected[:, 1:]):
-            raise _KnownBug("the <bos> column is missing: return ys including the bos_id it started with, (B, 1 + L)")
+            raise _known_bug("the <bos> column is missing: return ys including the bos_id it started with, (B, 1 + L)")
         raise ExerciseError(f"every row must start with bos_id = {bos_id} (use the argument), got {got[:, 0].tolist()}")
     for b, row in enumerate(got[:, 1:].tolist()):
         if eos_id in row:
             after = row[row.index(eos_id) + 1 :]
             if any(token != eos_id for token in after):
-                raise _KnownBug(
+                raise _known_bug(
                     f"row {b} goes on after its <eos>: {row}. A row that has produced eos_id is finished: from then on "
                     "append eos_id to it (keep a `finished` flag per row, next_token.masked_fill(finished, eos_id)), "
                     "and stop when every row is finished"
@@ -1715,12 +1759,12 @@ def _check_greedy_structure(got: Any, B: int, max_len: int, bos_id: int, eos_id:
     if cut:
         ended = [row.index(eos_id) for row in got[:, 1:].tolist() if eos_id in row]  # where each ended row ended
         if ended and all(end == got.size(1) - 2 for end in ended):  # nothing ended before the last step
-            raise _KnownBug(
+            raise _known_bug(
                 f"rows {cut} stop after {got.size(1) - 1} tokens without <eos>: the loop stopped as soon as ONE row "
                 "produced eos_id. Stop when EVERY row has (finished.all()); until then the others are still being written"
             )
         if got.size(1) - 1 == max_len - 1:
-            raise _KnownBug(f"off by one: a row without <eos> should have max_len = {max_len} tokens after <bos>, "
+            raise _known_bug(f"off by one: a row without <eos> should have max_len = {max_len} tokens after <bos>, "
                             f"got {max_len - 1}: loop `for _ in range(max_len)`")
         raise ExerciseError(
             f"rows {cut} end after {got.size(1) - 1} tokens without <eos>: keep generating until a row produces "
@@ -1792,7 +1836,7 @@ def check_greedy_decode(fn: Callable[..., torch.Tensor]) -> str:
         torch.manual_seed(1)  # another seed: a deterministic decoder gives the same answer again
         again = _call(fn, model, src.clone(), src_mask.clone(), max_len, bos, eos, hint=_GREEDY_HINT)
         if isinstance(again, torch.Tensor) and _rows_until_eos(again.long(), eos) != got_rows:
-            raise _KnownBug(
+            raise _known_bug(
                 "two runs with the same input gave different outputs: are you sampling (torch.multinomial, "
                 "Categorical(...).sample()) instead of taking the argmax? Greedy decoding is deterministic"
             )
@@ -1819,9 +1863,9 @@ def check_greedy_decode(fn: Callable[..., torch.Tensor]) -> str:
         ]
         for hint, knobs, plausible in bugs:
             if plausible and got_rows == simulate(**knobs):
-                raise _KnownBug(hint)
+                raise _known_bug(hint)
         if spy.calls and not any(has_mask for _, has_mask in spy.calls):
-            raise _KnownBug(bugs[3][0])
+            raise _known_bug(bugs[3][0])
         b = next(i for i, (g, w) in enumerate(zip(got_rows, want_rows)) if g != w)
         t = next((i for i, (g, w) in enumerate(zip(got_rows[b], want_rows[b])) if g != w), min(len(got_rows[b]), len(want_rows[b])))
         raise ExerciseError(

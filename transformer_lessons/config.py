@@ -25,7 +25,9 @@ class ModelConfig:
     d_model: int = 512  # width of every residual stream; embeddings use it too
     n_heads: int = 8  # h: heads share d_model, so d_head = d_model / n_heads
     d_ff: int = 2048  # inner width of the position-wise feed-forward network
-    dropout: float = 0.1  # P_drop, on sublayer outputs, embeddings+positions, attention weights
+    # P_drop. Paper §5.4: on sublayer outputs and on embeddings+positions. Departures, both from tensor2tensor:
+    # also on the attention weights (attention_dropout) and on the feed-forward's hidden activations (relu_dropout).
+    dropout: float = 0.1
     max_len: int = 512  # rows of the positional table: the longest sequence the model accepts
     pe_base: float = 10000.0  # paper: 10000 in sin(pos / base^(2i/d_model)); some tutorials print 1000
     positional: Literal["sinusoidal", "learned"] = "sinusoidal"  # paper §3.5 tried both, kept sinusoidal

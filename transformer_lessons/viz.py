@@ -818,9 +818,9 @@ class PositionalEncodingExplorer(_FigureWidget):
 def positional_encoding_explorer(max_len: int = 100, d_model: int = 64, base: float = 10000.0) -> PositionalEncodingExplorer:
     """Sliders over position and dimension of the sinusoidal table (paper §3.5).
 
-    Shows the table with the selected position (row, black) and dimension
-    (column, orange) outlined, the selected dimension as a curve over
-    positions, and the selected position's vector as bars.
+    Shows the table with the selected position (row, solid black) and dimension
+    (column, dashed black) outlined, the selected dimension as an orange curve
+    over positions, and the selected position's vector as bars.
 
     Returns:
         A ``VBox`` with ``.controls`` (``position``, ``dimension``),
