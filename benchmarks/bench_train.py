@@ -2,9 +2,10 @@
 
 Both models get the same embeddings, positional encoding and output layer
 (ours), the same configuration (a training preset's model), the same batches
-(Multi30k through the TokenBatcher, or random batches of the same shape when
-the data is missing), the same loss (label smoothing) and the same optimizer
-(Adam with the Noam schedule). Only the encoder-decoder stack differs. We time
+(Multi30k through the TokenBatcher: from a corpus file saved by ``prepare``
+with ``--corpus``, else tokenized here with spaCy, else random batches of the
+same shape when neither the data nor spaCy is there), the same loss (label
+smoothing) and the same optimizer (Adam with the Noam schedule). Only the encoder-decoder stack differs. We time
 full training steps (forward, backward, clipping, update) after a few warm-up
 steps and report target tokens per second.
 
@@ -12,7 +13,10 @@ One difference we keep on purpose: ``nn.Transformer`` always ends its encoder
 and decoder with a LayerNorm, which the paper's post-norm model (ours) has not.
 
     python benchmarks/bench_train.py                      # CPU, quick preset, 20 steps
-    python benchmarks/bench_train.py --device cuda --preset full --steps 100
+    python benchmarks/bench_train.py --device cuda --preset full --steps 100 --corpus runs/multi30k_full.json.gz
+
+On a GPU both run under the autocast :func:`transformer_lessons.train.train` uses
+(bf16 on compute capability 8.0 and newer, float32 before).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from torch import nn
 
 from transformer_lessons.layers import Embeddings, PositionalEncoding
 from transformer_lessons.model import Transformer
-from transformer_lessons.train import TRAIN_PRESETS, LabelSmoothingLoss, noam_scheduler
+from transformer_lessons.train import TRAIN_PRESETS, LabelSmoothingLoss, autocast_dtype, noam_scheduler
 
 PAD, BOS, EOS = 1, 2, 3
 
@@ -74,20 +78,38 @@ class TorchTransformer(nn.Module):
         return self.generator(hidden)  # (B, T, V)
 
 
+def _batches_from(corpus, config, n: int) -> list:
+    batcher = corpus.batcher("train", config.max_tokens, shuffle=True, seed=0, max_len=config.model.max_len)
+    batches = []
+    while len(batches) < n:
+        batches.extend(batcher)
+    return batches[:n]
+
+
 def get_batches(args, n: int):
-    """``n`` batches from Multi30k (limit 4000 pairs) or, without the data, random ones; plus the vocab sizes."""
+    """``n`` batches from Multi30k's first ``--limit`` training pairs, plus the vocab sizes and where they came from.
+
+    From ``--corpus`` (a file saved by ``prepare``: no spaCy needed) if given; else
+    tokenized here (spaCy); without data or spaCy, random batches of the same shape.
+    """
     config = TRAIN_PRESETS[args.preset]
+    if args.corpus:
+        from transformer_lessons.data import Corpus, DataError
+
+        try:
+            corpus = Corpus.load(args.corpus)  # a missing or broken file is an error, never a silent fallback
+        except DataError as err:
+            raise SystemExit(f"error: {err}") from err
+        corpus.pairs["train"] = corpus.pairs["train"][: args.limit]
+        source = f"Multi30k from {args.corpus} (first {len(corpus.pairs['train'])} training pairs, bpe_merges={corpus.info.get('bpe_merges')})"
+        return _batches_from(corpus, config, n), len(corpus.src_vocab), len(corpus.tgt_vocab), source
     try:
         from transformer_lessons.data import DataError, prepare_corpus
 
         corpus = prepare_corpus(
             args.data_dir, min_freq=config.min_freq, limit=args.limit, splits=("train",), progress=False, bpe_merges=config.bpe_merges
         )
-        batcher = corpus.batcher("train", config.max_tokens, shuffle=True, seed=0)
-        batches = []
-        while len(batches) < n:
-            batches.extend(batcher)
-        return batches[:n], len(corpus.src_vocab), len(corpus.tgt_vocab), f"Multi30k (first {args.limit} training pairs)"
+        return _batches_from(corpus, config, n), len(corpus.src_vocab), len(corpus.tgt_vocab), f"Multi30k (first {args.limit} training pairs)"
     except (DataError, ImportError) as err:
         from transformer_lessons.data import make_batch
 
@@ -109,7 +131,8 @@ def time_model(model, batches, args, device, n_warmup: int) -> float:
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=config.betas, eps=config.eps)
     scheduler = noam_scheduler(optimizer, config.model.d_model, config.warmup, config.lr_factor)
     criterion = LabelSmoothingLoss(model.generator.out_features, PAD, config.smoothing)
-    autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if device.type == "cuda" else nullcontext
+    amp = autocast_dtype(device.type, torch.cuda.get_device_capability(device) if device.type == "cuda" else None)
+    autocast = (lambda: torch.autocast("cuda", dtype=amp)) if amp is not None else nullcontext  # as train() does
     model.train()
     tokens, start = 0, None
     for i, batch in enumerate(batches):
@@ -140,6 +163,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warmup-steps", type=int, default=3, help="untimed steps first (default 3)")
     parser.add_argument("--limit", type=int, default=4000, help="training pairs to draw batches from (default 4000)")
     parser.add_argument("--data-dir", help="raw Multi30k files (default: $TRANSFORMER_LESSONS_DATA)")
+    parser.add_argument("--corpus", metavar="PATH", help="a corpus file saved by 'python -m transformer_lessons prepare' (no spaCy needed); replaces --data-dir")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     config = TRAIN_PRESETS[args.preset].model
@@ -150,7 +174,11 @@ def main(argv: list[str] | None = None) -> None:
     torch.manual_seed(0)
     theirs = TorchTransformer(config, src_v, tgt_v).to(device)
     print(f"preset {args.preset}: {config}")
-    print(f"device {device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else f'{torch.get_num_threads()} threads'}), torch {torch.__version__}")
+    amp = autocast_dtype(device.type, torch.cuda.get_device_capability(device) if device.type == "cuda" else None)
+    print(
+        f"device {device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else f'{torch.get_num_threads()} threads'}), "
+        f"torch {torch.__version__}, autocast {str(amp).replace('torch.', '') if amp is not None else 'off (float32)'}"
+    )
     print(f"batches: {source}, {TRAIN_PRESETS[args.preset].max_tokens} tokens max, {args.steps} timed steps after {args.warmup_steps} warm-up")
     print(f"parameters: ours {ours.num_parameters():,}, nn.Transformer {sum(p.numel() for p in theirs.parameters()):,}")
     # Alternate the two a few times so a neighbour's load on the machine hits both alike.

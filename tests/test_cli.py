@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -39,6 +40,8 @@ def test_train_translate_evaluate_on_a_saved_corpus(tmp_path, toy_corpus_file, c
     printed = capsys.readouterr().out
     assert "test_2016_flickr (beam 2): BLEU" in printed and "case:mixed" in printed
     assert (out / "best.pt").is_file() and (out / "metrics.json").is_file()
+    epoch_lines = [line for line in printed.splitlines() if line.startswith("epoch ")]
+    assert [line.split()[1] for line in epoch_lines] == ["1", "2"], "--quiet drops the bars, never the per-epoch log"
 
     assert main(["translate", "ein hund läuft .", "eine frau .", "--checkpoint", str(out / "best.pt"), "--beam", "1", "--device", "cpu"]) == 0
     lines = capsys.readouterr().out.split("\n")[:-1]
@@ -70,6 +73,41 @@ def test_user_errors_exit_2_with_one_line(tmp_path, monkeypatch, capsys):
     assert main(["train", "--corpus", "nope.json.gz"]) == 2
     assert "no corpus file" in capsys.readouterr().err
     assert main([]) == 2
+
+
+def test_an_unreadable_last_checkpoint_is_a_user_error(tmp_path, toy_corpus_file, capsys):
+    (tmp_path / "last.pt").write_bytes(b"truncated")
+    assert main(["train", "--preset", "quick", "--corpus", str(toy_corpus_file), "--out", str(tmp_path), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot resume") and "--no-resume" in err and f"delete {tmp_path / 'last.pt'}" in err
+
+
+# Runs the command line with spaCy unimportable, as on the GPU machine: None in sys.modules makes
+# `import spacy` raise ImportError. Prints each command's exit status.
+NO_SPACY = '''
+import sys
+sys.modules["spacy"] = None
+from transformer_lessons.__main__ import main
+for args in sys.argv[1:]:
+    print("exit", main(args.split("|")), flush=True)
+assert sys.modules["spacy"] is None
+'''
+
+
+def test_the_gpu_path_needs_no_spacy(tmp_path, toy_corpus_file):
+    out, corpus = tmp_path / "run", str(toy_corpus_file)
+    commands = [
+        ["train", "--preset", "quick", "--corpus", corpus, "--out", str(out), "--max-steps", "2", "--quiet", "--device", "cpu"],
+        ["evaluate", "--checkpoint", str(out / "last.pt"), "--corpus", corpus, "--beam", "2", "--limit", "4", "--device", "cpu"],
+        ["translate", "Ein Hund läuft.", "--checkpoint", str(out / "last.pt"), "--device", "cpu"],
+    ]
+    run = [sys.executable, "-c", NO_SPACY, *("|".join(c) for c in commands)]
+    result = subprocess.run(run, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr[-2000:]
+    assert [line for line in result.stdout.splitlines() if line.startswith("exit")] == ["exit 0", "exit 0", "exit 2"], result.stdout
+    assert "stopped after 2 steps" in result.stdout and "signature: nrefs:1|case:mixed" in result.stdout
+    # Only translate needs spaCy (new sentences must be tokenized); its message says so and names the way around it.
+    assert "pip install spacy" in result.stderr and "evaluate --corpus" in result.stderr
 
 
 @pytest.mark.skipif(not DATA_DIR.is_dir(), reason="Multi30k files not available")
@@ -104,3 +142,34 @@ def test_prepare_and_train_with_subwords(tmp_path, capsys):
     assert "@@" not in capsys.readouterr().out, "pieces are joined into words"
     assert main(prepare[:-4] + ["--bpe-merges", "-1", "--out", str(corpus_file)]) == 2
     assert "--bpe-merges must be 0" in capsys.readouterr().err
+
+
+GPU_RUN = Path(__file__).resolve().parents[1] / "scripts" / "gpu_run.sh"
+
+
+@pytest.mark.skipif(not (shutil.which("bash") and shutil.which("timeout") and shutil.which("tee")), reason="needs bash, timeout and tee")
+def test_gpu_run_script_on_a_cpu(tmp_path):
+    # The whole GPU session of results/README.md, shrunk: a toy corpus, one epoch, greedy test, no benchmark.
+    corpus = tmp_path / "corpus.json.gz"
+    toy_corpus({"train": 100, "val": 6, "test_2016_flickr": 6}).save(corpus)
+    bin_dir = tmp_path / "bin"  # the GPU machine's `python3` is the one with torch: here, this interpreter
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (bin_dir / "python3").chmod(0o755)
+    out, run = tmp_path / "out", tmp_path / "run"
+    env = dict(
+        os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", OUT=str(out), RUN_DIR=str(run), COMMIT="0123abc",
+        DEVICE="cpu", BENCH_STEPS="0", TRAIN_ARGS="--epochs 1 --beam 1 --bleu-val-limit 4", BUDGET="300",
+    )  # fmt: skip
+    result = subprocess.run(["bash", str(GPU_RUN), "3", str(corpus)], capture_output=True, text=True, env=env, timeout=280)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    names = sorted(p.name for p in (out / "full").iterdir())
+    assert names == ["command.txt", "history.json", "metrics.json", "model_fp16.pt", "test_hypotheses.txt", "train.log"]
+    command = (out / "full" / "command.txt").read_text()
+    assert "commit: 0123abc" in command and "train: python3 -m transformer_lessons train --preset full" in command
+    assert "--max-minutes 3 --device cpu --quiet --epochs 1" in command
+    log = (out / "full" / "train.log").read_text()
+    assert "sacrebleu 2." in log and "\nepoch   1  step" in log and "\ntest_2016_flickr: sacreBLEU" in log
+    assert "model_fp16.pt:" in log and "== done" in log and "\r" not in log
+    assert (run / "train.log").read_text() == log, "the run directory keeps the same log"
+    assert len((out / "full" / "test_hypotheses.txt").read_text().splitlines()) == 6

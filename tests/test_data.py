@@ -201,6 +201,41 @@ def test_interrupted_download_leaves_nothing(monkeypatch):
     assert not list(data.cache_dir().iterdir())
 
 
+def test_an_unwritable_cache_is_not_called_a_download_failure(monkeypatch, tmp_path):
+    def no_network(*args, **kwargs):
+        raise AssertionError("the cache directory is checked before the network is used")
+
+    monkeypatch.setattr(urllib.request, "urlopen", no_network)
+    (tmp_path / "a_file").write_text("not a directory")
+    monkeypatch.setenv(data.CACHE_ENV, str(tmp_path / "a_file" / "cache"))
+    with pytest.raises(DataError) as info:
+        data.fetch("val", "de", progress=False)
+    message = str(info.value)
+    assert message.startswith(f"could not save val.de.gz in the cache directory {tmp_path / 'a_file' / 'cache'}")
+    assert "not the network" in message and "could not download" not in message
+    assert data.CACHE_ENV in message and data.DATA_ENV in message
+
+
+class FullDisk(io.BytesIO):
+    """A file whose writes fail as on a full disk."""
+
+    def write(self, chunk):
+        raise OSError(28, "No space left on device")
+
+
+def test_a_full_disk_while_downloading_is_not_called_a_download_failure(monkeypatch):
+    serve(monkeypatch, b"x" * 1000)
+
+    def fdopen_full(fd, mode="r", *args, **kwargs):
+        os.close(fd)
+        return FullDisk()
+
+    monkeypatch.setattr(data.os, "fdopen", fdopen_full)
+    with pytest.raises(DataError, match=r"could not save val.en.gz in the cache directory .*No space left on device.*not the network"):
+        data.fetch("val", "en", progress=False)
+    assert data.cache_dir().is_dir() and not list(data.cache_dir().iterdir()), "the temporary file is removed"
+
+
 def test_wrong_bytes_from_server_are_not_kept(monkeypatch):
     serve(monkeypatch, b"<html>rate limited</html>")
     with pytest.raises(DataError, match="expected " + SHA256["val.en.gz"]):
@@ -247,6 +282,54 @@ def test_tokenizer_keeps_case_and_splits_punctuation():
     texts = ["Two dogs run.", "Zwei Hunde rennen!"]
     assert en.tokenize_batch(texts) == [en.tokenize(t) for t in texts]
     assert en.kind in ("en_core_web_sm", "blank:en")
+
+
+@pytest.fixture
+def fresh_spacy_tokenizers():
+    """The per-language tokenizer cache emptied before and after (a test loads its own)."""
+    data._load_spacy_tokenizer.cache_clear()
+    yield
+    data._load_spacy_tokenizer.cache_clear()
+
+
+@pytest.mark.parametrize("meta_readable", [True, False])
+def test_a_trained_spacy_pipeline_is_loaded_tokenizer_only(tmp_path, monkeypatch, fresh_spacy_tokenizers, meta_readable):
+    # A stand-in for de_core_news_sm: a saved pipeline with components that tokenizing never needs.
+    spacy = pytest.importorskip("spacy")
+    nlp = spacy.blank("de")
+    nlp.add_pipe("sentencizer", name="senter")  # cheap factories under the trained pipelines' names
+    nlp.add_pipe("entity_ruler", name="ner")
+    nlp.to_disk(tmp_path / "pipeline")
+    calls = []
+    real_load = spacy.load
+
+    def load(name, **kwargs):
+        calls.append((name, kwargs))
+        loaded = real_load(tmp_path / "pipeline", **kwargs)
+        assert loaded.pipe_names == [], "every component is excluded, none is even loaded"
+        return loaded
+
+    def package_path(name):
+        if not meta_readable:
+            raise ModuleNotFoundError(name)
+        return tmp_path / "pipeline"
+
+    monkeypatch.setattr(spacy.util, "is_package", lambda name: True)
+    monkeypatch.setattr(spacy.util, "get_package_path", package_path)
+    monkeypatch.setattr(spacy, "load", load)
+    tokenizer = data._load_spacy_tokenizer("de")
+    assert [t.text for t in tokenizer("Ein Mann, der schläft.")] == ["Ein", "Mann", ",", "der", "schläft", "."]
+    expected = ["senter", "ner"] if meta_readable else list(data._SPACY_COMPONENTS)
+    assert calls == [("de_core_news_sm", {"exclude": expected})]
+
+
+def test_without_spacy_the_message_says_what_works(monkeypatch, fresh_spacy_tokenizers):
+    monkeypatch.setitem(sys.modules, "spacy", None)  # import spacy now raises ImportError
+    with pytest.raises(DataError) as info:
+        Tokenizer("de").tokenize("Ein Mann.")
+    message = str(info.value)
+    assert "pip install spacy" in message and "translate() always needs it" in message
+    assert "evaluate --corpus" in message and "prepare --out" in message
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -174,6 +175,41 @@ def test_translate_returns_attention_for_the_widgets(toy):
     assert stepper.current_matrix().shape == (T, S)
     texts, many = translate(checkpoint, ["", "ein hund ."], return_attention=True, device="cpu")
     assert many[0]["cross_attention"] is None and many[1]["cross_attention"] is not None
+
+
+def test_translate_without_spacy_says_it_needs_it_and_what_works_instead(toy, monkeypatch):
+    from transformer_lessons import data
+    from transformer_lessons.data import DataError
+
+    data._load_spacy_tokenizer.cache_clear()
+    monkeypatch.setitem(sys.modules, "spacy", None)  # import spacy now raises ImportError
+    try:
+        with pytest.raises(DataError) as info:
+            translate(toy[0], "Ein Hund läuft.", device="cpu")
+    finally:
+        data._load_spacy_tokenizer.cache_clear()
+    message = str(info.value)
+    assert "pip install spacy" in message and "translate() always needs it" in message
+    assert "evaluate --corpus" in message, "scoring a saved corpus needs no spaCy"
+    assert "Corpus.load(path) here" not in message, "a saved corpus cannot help translate new sentences"
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_outputs_are_the_same_with_attention_recorded_or_fused(toy, beam_size):
+    # train() decodes with recording off (the fused kernel); notebooks record for the plots. Same outputs.
+    from transformer_lessons.decode import decode_token_lists
+    from transformer_lessons.train import load_checkpoint
+
+    checkpoint, corpus = toy
+    model, src_vocab, tgt_vocab, _ = load_checkpoint(checkpoint, "cpu")
+    sources = [s for s, _ in corpus.tokens["test_2016_flickr"]]
+    outputs = {}
+    for record in (True, False):
+        model.set_record_attention(record)
+        outputs[record] = decode_token_lists(model, sources, src_vocab, tgt_vocab, beam_size=beam_size, max_extra=5)
+    model.set_record_attention(None)
+    assert outputs[True] == outputs[False]
+    assert any(len(out) > 1 for out in outputs[True]), "the model says something"
 
 
 def test_subword_model_translates_whole_words(tmp_path):

@@ -14,8 +14,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from transformer_lessons.attention import MultiHeadAttention
 from transformer_lessons.config import ModelConfig
 from transformer_lessons.data import Corpus, Vocab
+from transformer_lessons.model import Transformer
 from transformer_lessons.train import (
     TRAIN_PRESETS,
     CheckpointError,
@@ -356,3 +358,139 @@ def test_a_corpus_prepared_otherwise_is_named(tmp_path):
     corpus = toy_corpus({"train": 60, "val": 8, "test_2016_flickr": 8}, bpe_merges=15)
     with pytest.warns(UserWarning, match=r"bpe_merges=15 \(config: None\)"):
         train(TOY_CONFIG.replace(epochs=1), corpus, out_dir=tmp_path, device="cpu", progress=False, evaluate_test=False)
+
+
+# --------------------------------------------------------------------------------------
+# Logging, the time limit, evaluation speed, precision, resuming errors
+# --------------------------------------------------------------------------------------
+
+
+def test_log_lines_are_whole_lines_without_progress_bars(tmp_path, corpus, capsys):
+    config = TOY_CONFIG.replace(epochs=2)
+    train(config, corpus, out_dir=tmp_path / "quiet", device="cpu", progress=False)
+    assert capsys.readouterr().out == "", "progress=False alone (the notebooks' demo runs) prints nothing"
+    train(config, corpus, out_dir=tmp_path / "log", device="cpu", progress=False, log=True)
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert [line.split()[1] for line in lines if line.startswith("epoch ")] == ["1", "2"], captured.out
+    assert lines[-1].startswith("test_2016_flickr: sacreBLEU") and "\r" not in captured.out + captured.err
+    train(config.replace(epochs=3), corpus, out_dir=tmp_path / "log", device="cpu", progress=False, log=True, evaluate_test=False)
+    assert capsys.readouterr().out.startswith(f"resuming {tmp_path / 'log' / 'last.pt'}: epoch 3")
+
+
+class StepClock:
+    """Stands in for train's clock: one second passes per training step (at the clipping), none otherwise.
+
+    So training time counts steps exactly, and evaluation takes no time at all.
+    """
+
+    def __init__(self, monkeypatch):
+        import transformer_lessons.train as training
+
+        self.now = 0.0
+        real_clip = torch.nn.utils.clip_grad_norm_
+
+        def clip_and_tick(*args, **kwargs):
+            self.now += 1.0
+            return real_clip(*args, **kwargs)
+
+        monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", clip_and_tick)
+        monkeypatch.setattr(training, "_clock", lambda: self.now)
+
+
+def test_time_limit_counts_the_whole_run_and_resumes_exactly(tmp_path, corpus, monkeypatch):
+    StepClock(monkeypatch)
+    config = TOY_CONFIG.replace(epochs=2, eval_every=2)
+    straight = train(config, corpus, out_dir=tmp_path / "a", device="cpu", progress=False, evaluate_test=False)
+    spe = straight["history"][0]["step"]  # steps per epoch = seconds per epoch on this clock
+    assert straight["train_time_s"] == 2 * spe and [h["elapsed_s"] for h in straight["history"]] == [spe, 2 * spe]
+
+    cap = (spe + 3.5) / 60  # minutes: runs out after 4 steps of the second epoch
+    first = train(config, corpus, out_dir=tmp_path / "b", device="cpu", progress=False, max_minutes=cap)
+    assert first["stopped"] == "time_limit" and first["step"] == spe + 4 and len(first["history"]) == 1
+    saved = torch.load(tmp_path / "b" / "last.pt", weights_only=True)
+    assert saved["train_time_s"] == spe + 4 and saved["wall_time_s"] == spe + 4 and saved["batch_in_epoch"] == 4
+
+    # The same cap again: the run's budget is spent, so not one more step (it used to grant a fresh budget per call).
+    again = train(config, corpus, out_dir=tmp_path / "b", device="cpu", progress=False, max_minutes=cap, evaluate_test=False)
+    assert again["stopped"] == "time_limit" and again["step"] == spe + 4 and again["train_time_s"] == spe + 4
+
+    # A larger cap continues; the result is the uninterrupted run's, times included.
+    rest = train(config, corpus, out_dir=tmp_path / "b", device="cpu", progress=False, max_minutes=10.0, evaluate_test=False)
+    assert rest["stopped"] == "done" and rest["step"] == straight["step"] and rest["train_time_s"] == 2 * spe
+    for a, b in zip(straight["history"], rest["history"], strict=True):
+        assert a["step"] == b["step"] and a["elapsed_s"] == b["elapsed_s"] and a["epoch_time_s"] == b["epoch_time_s"]
+        for key in ("train_loss", "val_loss", "val_bleu", "tokens_per_s"):
+            assert a[key] == b[key] or math.isclose(a[key], b[key], rel_tol=1e-4), key
+    a_state = torch.load(tmp_path / "a" / "last.pt", weights_only=True)["model"]
+    b_state = torch.load(tmp_path / "b" / "last.pt", weights_only=True)["model"]
+    assert all(torch.allclose(a_state[k], b_state[k], atol=1e-5) for k in a_state)
+
+
+def test_metrics_count_the_epoch_a_time_limit_stopped_inside(tmp_path, corpus, monkeypatch):
+    StepClock(monkeypatch)
+    result = train(TOY_CONFIG, corpus, out_dir=tmp_path, device="cpu", progress=False, max_minutes=3.5 / 60)
+    assert result["stopped"] == "time_limit" and result["step"] == 4 and result["history"] == []
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    steps_per_epoch = len(corpus.batcher("train", TOY_CONFIG.max_tokens, max_len=TOY_MODEL.max_len))
+    assert metrics["train_time_s"] == 4.0 and metrics["epochs_completed"] == 0
+    assert metrics["epochs"] == round(4 / steps_per_epoch, 3) > 0
+    assert metrics["train_tokens_per_s"] > 0 and metrics["stopped"] == "time_limit" and metrics["autocast"] == "float32"
+
+
+def test_evaluation_inside_train_uses_the_fused_attention(tmp_path, corpus, monkeypatch):
+    import transformer_lessons.decode as decode
+    from transformer_lessons.attention import MultiHeadAttention
+
+    seen = []
+    real_evaluate = decode.evaluate
+
+    def spying_evaluate(model, split, **kwargs):
+        seen.append((split, {m.record_weights for m in model.modules() if isinstance(m, MultiHeadAttention)}))
+        return real_evaluate(model, split, **kwargs)
+
+    monkeypatch.setattr(decode, "evaluate", spying_evaluate)
+    train(TOY_CONFIG.replace(epochs=1), corpus, out_dir=tmp_path, device="cpu", progress=False)
+    assert seen == [("val", {False}), ("test_2016_flickr", {False})], "validation and test decoding record no weights"
+
+
+def test_fused_attention_restores_each_layer_setting():
+    from transformer_lessons.train import fused_attention
+
+    model = Transformer(TOY_MODEL, 20, 20).eval()
+    layers = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    layers[0].record_weights = True  # one layer set by hand, the others at the default None
+    with pytest.raises(ZeroDivisionError), fused_attention(model):
+        assert all(m.record_weights is False for m in layers)
+        1 / 0  # noqa: B018  (the settings come back even when the block fails)
+    assert [m.record_weights for m in layers] == [True] + [None] * (len(layers) - 1)
+
+
+@pytest.mark.parametrize(
+    ("device_type", "capability", "expected"),
+    [
+        ("cuda", (9, 0), torch.bfloat16),  # H100 / H200
+        ("cuda", (8, 0), torch.bfloat16),  # A100
+        ("cuda", (8, 6), torch.bfloat16),  # RTX 30xx
+        ("cuda", (7, 5), None),  # T4 (Colab's free GPU): no bf16 tensor cores, float32
+        ("cuda", (7, 0), None),  # V100
+        ("cuda", (6, 1), None),
+        ("cpu", None, None),
+    ],
+)
+def test_autocast_dtype_uses_bf16_only_from_ampere_on(device_type, capability, expected):
+    from transformer_lessons.train import autocast_dtype
+
+    assert autocast_dtype(device_type, capability) is expected
+
+
+def test_an_unreadable_last_checkpoint_says_how_to_start_over(tmp_path, corpus, trained):
+    (tmp_path / "last.pt").write_bytes(b"half a checkpoint")
+    with pytest.raises(CheckpointError, match=r"cannot resume: .*not a readable checkpoint.*delete .*last\.pt.*--no-resume"):
+        train(TOY_CONFIG, corpus, out_dir=tmp_path, device="cpu", progress=False)
+    _, out = trained
+    (tmp_path / "last.pt").write_bytes((out / "best.pt").read_bytes())  # weights only, no optimizer state
+    with pytest.raises(CheckpointError, match=r"lacks the training state .*optimizer.*--no-resume"):
+        train(TOY_CONFIG, corpus, out_dir=tmp_path, device="cpu", progress=False)
+    fresh = train(TOY_CONFIG.replace(epochs=1), corpus, out_dir=tmp_path, device="cpu", progress=False, resume=False, evaluate_test=False)
+    assert fresh["stopped"] == "done"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -64,13 +65,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bleu-val-limit", type=int, help="validation BLEU on the first N sentences only")
     p.add_argument("--beam", type=int, help="beam size for the final test evaluation (1 = greedy)")
     p.add_argument("--seed", type=int, help="random seed")
-    p.add_argument("--max-minutes", type=float, help="stop training after this many minutes, then evaluate")
+    p.add_argument(
+        "--max-minutes",
+        type=float,
+        help="stop once the run's training time (all resumed calls together, evaluation excluded) reaches this many minutes, "
+        "then evaluate; resume with a larger value to continue",
+    )
     p.add_argument("--max-steps", type=int, help="stop after this many updates (resume later)")
     p.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cuda if available)")
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None, help="torch.compile the model (GPU only)")
     p.add_argument("--no-resume", action="store_true", help="start over even if --out holds last.pt")
     p.add_argument("--no-test", action="store_true", help="skip the final test-set evaluation")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--quiet", action="store_true", help="no progress bars; the one-line-per-epoch log is still printed")
 
     p = sub.add_parser("translate", help="translate German sentences", description="Translate German sentences into English.")
     p.add_argument("sentences", nargs="+", help="German sentences (quote each one)")
@@ -177,6 +183,7 @@ def cmd_train(args) -> int:
         device=args.device,
         resume=not args.no_resume,
         progress=not args.quiet,
+        log=True,  # the per-epoch lines, also with --quiet: they are the run's record
         max_steps=args.max_steps,
         data_dir=args.data_dir,
         evaluate_test=not args.no_test,
@@ -193,6 +200,11 @@ def cmd_train(args) -> int:
         print(f"  tutorial BLEU (lowercased, tokenized): {t['tutorial_bleu']:.2f}")
     if result["stopped"] == "max_steps":
         print(f"stopped after {result['step']} steps as asked; run the same command again to continue")
+    if result["stopped"] == "time_limit":
+        print(
+            f"stopped by the time limit after {result['train_time_s'] / 60:.1f} min of training; "
+            "run again with a larger --max-minutes (it counts the whole run) to continue"
+        )
     return 0
 
 
@@ -257,4 +269,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    # Ctrl-C (SIGINT) raises KeyboardInterrupt, on which training saves last.pt, also when a script
+    # started this process in the background (which makes it ignore SIGINT) or stops it with `timeout -s INT`.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.exit(main())

@@ -31,7 +31,6 @@ import json
 import os
 import re
 import tempfile
-import urllib.error
 import urllib.request
 import warnings
 from collections import Counter
@@ -155,16 +154,29 @@ def _from_local_dir(directory: Path, name: str) -> Path:
     return path
 
 
+class _CacheWriteError(Exception):
+    """Internal: writing into the cache failed, a local disk problem (the network was fine)."""
+
+    def __init__(self, err: OSError):
+        super().__init__(err)
+        self.err = err
+
+
 def _download(url: str, target: Path, progress: bool) -> str:
     """Stream ``url`` into ``target`` through a temporary file; return the bytes' SHA-256.
 
     The final name appears only after the whole file arrived (``os.replace`` is
     atomic), so an interrupted download never leaves a half file in the cache.
+    Network failures raise ``OSError`` (``URLError``, timeouts, resets);
+    failures to write the cache raise :class:`_CacheWriteError`.
     """
     from tqdm.auto import tqdm
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=target.name + ".", suffix=".part")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=target.name + ".", suffix=".part")
+    except OSError as err:
+        raise _CacheWriteError(err) from err
     digest = hashlib.sha256()
     try:
         with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as response:
@@ -176,11 +188,18 @@ def _download(url: str, target: Path, progress: bool) -> str:
                 desc=target.name,
                 disable=not progress,
             ) as bar:
-                for chunk in iter(lambda: response.read(1 << 16), b""):
-                    out.write(chunk)
+                for chunk in iter(lambda: response.read(1 << 16), b""):  # the network
+                    try:  # the disk
+                        out.write(chunk)
+                    except OSError as err:
+                        raise _CacheWriteError(err) from err
                     digest.update(chunk)
                     bar.update(len(chunk))
-        os.replace(tmp_name, target)
+            try:
+                out.flush()
+                os.replace(tmp_name, target)
+            except OSError as err:
+                raise _CacheWriteError(err) from err
     finally:
         if os.path.exists(tmp_name):
             os.remove(tmp_name)
@@ -224,9 +243,18 @@ def fetch(split: str, lang: str, data_dir: str | os.PathLike | None = None, prog
     url = URL_TEMPLATE.format(split=split, lang=lang)
     try:
         actual = _download(url, path, progress)
-    except (urllib.error.URLError, OSError) as err:  # URLError/HTTPError, timeouts, resets
+    except _CacheWriteError as err:  # the disk: an unwritable, full or misplaced cache directory
+        raise DataError(
+            f"could not save {name} in the cache directory {path.parent} ({err.err}); this is a problem with the local disk, "
+            f"not the network. Make that directory writable (or free space on its disk), set {CACHE_ENV} to a writable "
+            f"directory, or put the Multi30k files in any directory and set {DATA_ENV}=<that directory> (nothing is written then)."
+        ) from err.err
+    except OSError as err:  # the network: URLError/HTTPError, timeouts, resets
         reason = getattr(err, "reason", None) or err
-        raise DataError(f"could not download {url} ({reason}) and there is no copy of {name}. {_where_to_put_files(name)}") from err
+        raise DataError(
+            f"could not download {url} ({reason}) and there is no copy of {name}. Check the internet connection "
+            f"(and any proxy), or try again later. {_where_to_put_files(name)}"
+        ) from err
     if actual != SHA256[name]:
         path.unlink(missing_ok=True)
         raise DataError(
@@ -293,19 +321,31 @@ _NO_SPACE_AFTER = {"(", "[", "{", "$", "#", "„", "‘", "`", "``"}
 _WORDLIKE = re.compile(r"^\w", re.UNICODE)
 
 
+#: The components of spaCy's small trained pipelines, none of which we use (used when a package's meta.json cannot be read).
+_SPACY_COMPONENTS = ("tok2vec", "tagger", "morphologizer", "parser", "attribute_ruler", "lemmatizer", "trainable_lemmatizer", "ner", "senter")
+
+
 @functools.lru_cache(maxsize=None)
 def _load_spacy_tokenizer(lang: str):
     try:
         import spacy
     except ImportError as err:
         raise DataError(
-            "tokenizing needs spaCy (pip install spacy). On a machine without it, load a corpus "
-            "tokenized elsewhere: Corpus.save(path) there, Corpus.load(path) here."
+            "spaCy is not installed, and tokenizing German or English text needs its tokenizer: pip install spacy. "
+            "translate() always needs it (new sentences must be tokenized). Scoring and training do not: with a corpus "
+            "saved by 'python -m transformer_lessons prepare --out FILE' on a machine that has spaCy, "
+            "'evaluate --corpus FILE' and 'train --corpus FILE' (or Corpus.load(FILE)) run without it."
         ) from err
     name = SPACY_PIPELINES[lang]
-    # Only the tokenizer is kept: the tagger and parser would cost ~100x the time for nothing we use.
-    nlp = spacy.load(name) if spacy.util.is_package(name) else spacy.blank(lang)
-    return nlp.tokenizer
+    if not spacy.util.is_package(name):
+        return spacy.blank(lang).tokenizer
+    # Only the tokenizer is used: exclude every trained component, so none is even loaded
+    # (the tagger, parser and the rest would cost seconds to load and ~100x the time to run).
+    try:
+        components = spacy.util.get_model_meta(spacy.util.get_package_path(name)).get("components") or _SPACY_COMPONENTS
+    except Exception:  # an unusual package layout: fall back to the usual names
+        components = _SPACY_COMPONENTS
+    return spacy.load(name, exclude=list(components)).tokenizer
 
 
 class Tokenizer:

@@ -8,7 +8,8 @@ The pieces, in the order a notebook meets them:
 3. :class:`TrainConfig` and :data:`TRAIN_PRESETS`, every training
    hyper-parameter in one place, with a ``quick`` (CPU) and a ``full`` (one GPU) preset.
 4. :func:`train`, the loop: Adam, the schedule, gradient clipping, bf16 on a
-   GPU, validation loss and BLEU each epoch, checkpoints, resuming.
+   recent GPU (:func:`autocast_dtype`), validation loss and BLEU each epoch,
+   checkpoints, resuming.
 5. :func:`load_checkpoint` and :func:`export_for_inference`.
 
 A checkpoint is a dict of plain Python types and tensors (state dicts, the
@@ -25,7 +26,7 @@ import platform
 import random
 import time
 import warnings
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from transformer_lessons.attention import MultiHeadAttention
 from transformer_lessons.config import ModelConfig, compute_mode
 from transformer_lessons.model import Transformer
 
@@ -208,7 +210,7 @@ class TrainConfig:
     # --- running ---
     seed: int = 0  # weights, dropout and batch order all follow from it
     compile: bool = False  # torch.compile the model on a GPU (faster steps, a minute of compiling first)
-    max_minutes: float | None = None  # stop training after this much wall time, then evaluate (None = no limit)
+    max_minutes: float | None = None  # stop once the run's training time (all resumed calls, evaluation excluded) reaches this, then evaluate
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -494,6 +496,50 @@ class _Stop(Exception):
     """Internal: leave the epoch loop early (max_steps reached)."""
 
 
+#: The clock training time is measured with (a module attribute, so a test can drive it).
+_clock = time.perf_counter
+
+
+def autocast_dtype(device_type: str, capability: tuple[int, int] | None = None) -> torch.dtype | None:
+    """The dtype :func:`train` runs autocast in on this device, or ``None`` for plain float32.
+
+    bfloat16 on NVIDIA GPUs of compute capability 8.0 or newer (Ampere, e.g. A100,
+    RTX 30xx, and later: H100), which have bf16 tensor cores. Older GPUs (Colab's
+    free T4 is 7.5) have none and emulate bf16 slower than they run float32, so
+    they train in float32. (float16 autocast would be faster there, but it needs
+    loss scaling, ``torch.amp.GradScaler``, with the gradients unscaled before
+    clipping and overflowing steps skipped: a second training step we keep out of
+    a course's loop.) CPUs train in float32 too.
+
+    Args:
+        device_type: ``"cuda"`` or ``"cpu"`` (``torch.device.type``).
+        capability: ``torch.cuda.get_device_capability(device)``, e.g. ``(9, 0)`` for an H100.
+    """
+    if device_type != "cuda" or capability is None:
+        return None
+    return torch.bfloat16 if tuple(capability) >= (8, 0) else None
+
+
+@contextmanager
+def fused_attention(model: Transformer):
+    """Inside the block no attention layer records its weights, so all take the fused kernel.
+
+    In eval mode :class:`~transformer_lessons.attention.MultiHeadAttention`
+    keeps each call's weights for the plots, computing them with an explicit
+    softmax, which is slower than ``F.scaled_dot_product_attention``.
+    Validation and test decoding need only the outputs (the same up to float
+    rounding). Each layer's own setting comes back afterwards.
+    """
+    layers = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    before = [m.record_weights for m in layers]
+    model.set_record_attention(False)
+    try:
+        yield model
+    finally:
+        for layer, record in zip(layers, before):
+            layer.record_weights = record
+
+
 def _make_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
     if config.weight_decay > 0:
         # Decay matrices only: shrinking biases and LayerNorm gains towards 0 is not regularisation.
@@ -554,13 +600,15 @@ def train(
     max_steps: int | None = None,
     data_dir: str | os.PathLike | None = None,
     evaluate_test: bool = True,
+    log: bool | None = None,
 ) -> dict:
     """Train a German→English Transformer on Multi30k and evaluate it.
 
     Each epoch: one pass over the shuffled training batches (Adam, the Noam
-    schedule, gradient clipping; bf16 autocast on CUDA, float32 on CPU), then
-    the validation loss, and every ``eval_every`` epochs the validation BLEU of
-    greedy decoding. ``out_dir`` receives ``last.pt`` (everything needed to
+    schedule, gradient clipping; autocast in :func:`autocast_dtype`'s choice,
+    bf16 on Ampere or newer GPUs, float32 elsewhere), then the validation
+    loss, and every ``eval_every`` epochs the validation BLEU of greedy
+    decoding. ``out_dir`` receives ``last.pt`` (everything needed to
     resume) after every epoch, ``best.pt`` (the weights with the best
     validation BLEU), ``history.json``, and at the end ``metrics.json`` with the
     test BLEU of ``best.pt`` (beam ``config.beam_size``) and
@@ -568,9 +616,9 @@ def train(
 
     Resuming: when ``out_dir/last.pt`` exists and ``resume`` is true, the run
     continues exactly where it stopped (weights, optimizer, schedule, step,
-    position inside the epoch, history, random state); raising ``epochs``
-    extends a finished run. Ctrl-C (``KeyboardInterrupt``) saves ``last.pt``
-    first and then re-raises, so an interrupted run loses nothing.
+    position inside the epoch, history, random state, time spent so far);
+    raising ``epochs`` extends a finished run. Ctrl-C (``KeyboardInterrupt``)
+    saves ``last.pt`` first and then re-raises, so an interrupted run loses nothing.
 
     Args:
         config: a :class:`TrainConfig`, a preset name (``"quick"``/``"full"``),
@@ -582,23 +630,32 @@ def train(
         device: default CUDA if available, else CPU.
         resume: continue from ``out_dir/last.pt`` if it exists.
         progress: tqdm progress bars with the live loss.
-        max_minutes: stop training after this much wall time (default
-            ``config.max_minutes``), then evaluate as usual.
+        max_minutes: stop once the run's training time reaches this many
+            minutes (default ``config.max_minutes``), then evaluate as usual.
+            It counts every call of a resumed run, and not the evaluation: a run
+            stopped by it continues only when called with a larger value.
         max_steps: stop after this many updates in total, save ``last.pt``
             and return without the test evaluation (for tests and demos of resuming).
         data_dir: raw Multi30k files (see :func:`transformer_lessons.data.fetch`).
         evaluate_test: decode the test set at the end.
+        log: print one line per epoch, on resuming, on a time-limit stop and
+            for the test score (default: as ``progress``). The lines are printed
+            whole and flushed, apart from the bars, so ``log=True,
+            progress=False`` makes a clean log file.
 
     Returns:
         dict with ``history`` (one dict per epoch: epoch, step, train_loss,
-        val_loss, val_ppl, val_bleu, lr, tokens_per_s, elapsed_s), ``test``
-        (BLEU, signature, tutorial BLEU; ``None`` when skipped), ``best_epoch``,
-        ``best_val_bleu``, ``step``, ``stopped`` (``"done"``, ``"time_limit"``
-        or ``"max_steps"``), ``out_dir``.
+        val_loss, val_ppl, val_bleu, lr, tokens_per_s, epoch_time_s, and
+        elapsed_s, the wall time since the run began, all calls together),
+        ``test`` (BLEU, signature, tutorial BLEU; ``None`` when skipped),
+        ``best_epoch``, ``best_val_bleu``, ``step``, ``train_time_s`` (all
+        calls), ``stopped`` (``"done"``, ``"time_limit"`` or ``"max_steps"``),
+        ``out_dir``.
     """
     from transformer_lessons.decode import evaluate
 
     config = get_train_config(config)
+    log = progress if log is None else log
     out = Path(out_dir) if out_dir is not None else default_out_dir(config.name)
     out.mkdir(parents=True, exist_ok=True)
     device = torch.device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -613,18 +670,27 @@ def train(
             raise ValueError(f"the corpus has no {split!r} split; prepare it with splits including {split!r}")
 
     # --- model, optimizer, schedule: fresh or from last.pt ---
+    call_start = _clock()
     torch.manual_seed(config.seed)
     random.seed(config.seed)
     model = Transformer(config.model, len(src_vocab), len(tgt_vocab)).to(device)
     optimizer = _make_optimizer(model, config)
     scheduler = noam_scheduler(optimizer, config.model.d_model, config.warmup, config.lr_factor)
     step, epoch, batch_in_epoch = 0, 0, 0
-    sums = {"loss": 0.0, "tokens": 0, "time": 0.0}
+    sums = {"loss": 0.0, "tokens": 0, "time": 0.0}  # the epoch in progress
+    totals = {"train_s": 0.0, "wall_s": 0.0}  # the whole run before this call: training time, wall time
     history: list[dict] = []
     best_bleu, best_epoch = -1.0, None
     last_path, best_path = out / "last.pt", out / "best.pt"
     if resume and last_path.is_file():
-        ckpt = read_checkpoint(last_path, map_location=device)
+        start_over = f"delete {last_path}, or start over with resume=False (command line: --no-resume)"
+        try:
+            ckpt = read_checkpoint(last_path, map_location=device)
+        except CheckpointError as err:
+            raise CheckpointError(f"cannot resume: {err}; {start_over}") from err
+        missing = [k for k in ("optimizer", "scheduler", "step", "epoch", "batch_in_epoch", "epoch_sums", "history", "rng") if k not in ckpt]
+        if missing:
+            raise CheckpointError(f"cannot resume: {last_path} lacks the training state {missing} (is it a best.pt or an export?); {start_over}")
         if ckpt.get("model_config") != config.model.to_dict():
             raise CheckpointError(
                 f"{last_path} was trained with model {ckpt.get('model_config')}, not {config.model.to_dict()}; "
@@ -644,13 +710,17 @@ def train(
         sums = dict(ckpt["epoch_sums"])
         history = list(ckpt["history"])
         best_bleu, best_epoch = ckpt["best_val_bleu"], ckpt["best_epoch"]
+        # Checkpoints written before these were stored: rebuild them from the history.
+        totals["train_s"] = ckpt.get("train_time_s", sum(h["epoch_time_s"] for h in history) + sums["time"])
+        totals["wall_s"] = ckpt.get("wall_time_s", history[-1]["elapsed_s"] if history else 0.0)
         _set_rng_state(ckpt["rng"])
-        if progress:
-            print(f"resuming {last_path}: epoch {epoch + 1}, step {step}")
+        if log:
+            print(f"resuming {last_path}: epoch {epoch + 1}, step {step}", flush=True)
 
     criterion = LabelSmoothingLoss(len(tgt_vocab), tgt_vocab.pad_id, config.smoothing)
     use_cuda = device.type == "cuda"
-    autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if use_cuda else nullcontext
+    amp_dtype = autocast_dtype(device.type, torch.cuda.get_device_capability(device) if use_cuda else None)
+    autocast = (lambda: torch.autocast("cuda", dtype=amp_dtype)) if amp_dtype is not None else nullcontext
     step_model = torch.compile(model, dynamic=True) if (config.compile and use_cuda) else model
     for split in ("train", "val"):
         skipped = corpus.too_long(split, config.model.max_len)
@@ -664,6 +734,9 @@ def train(
             )
     batcher = corpus.batcher("train", config.max_tokens, shuffle=True, seed=config.seed, max_len=config.model.max_len)
     n_params = model.num_parameters()
+
+    def wall_seconds() -> float:
+        return totals["wall_s"] + (_clock() - call_start)
 
     def checkpoint_dict(with_training_state: bool = True) -> dict:
         ckpt = {
@@ -687,34 +760,44 @@ def train(
                 batch_in_epoch=batch_in_epoch,
                 epoch_sums=dict(sums),
                 rng=_rng_state(),
+                train_time_s=totals["train_s"],  # the run's training time so far, every call together
+                wall_time_s=wall_seconds(),
             )
         return ckpt
 
-    pending = {"loss": torch.zeros((), device=device), "since": time.perf_counter()}  # this epoch, not yet in sums
+    pending = {"loss": torch.zeros((), device=device), "since": _clock()}  # this epoch, not yet in sums
 
     def flush() -> None:
-        # Move the device-side loss sum and the elapsed time into `sums` (one sync).
+        # Move the device-side loss sum and the elapsed training time into `sums` and `totals` (one sync).
         sums["loss"] += pending["loss"].item()
-        sums["time"] += time.perf_counter() - pending["since"]
+        now = _clock()
+        sums["time"] += now - pending["since"]
+        totals["train_s"] += now - pending["since"]
         pending["loss"].zero_()
-        pending["since"] = time.perf_counter()
+        pending["since"] = now
+
+    def time_is_up() -> bool:
+        # The run's training time (all calls) against the cap; the clock runs only while training.
+        return max_minutes is not None and totals["train_s"] + (_clock() - pending["since"]) >= 60 * max_minutes
 
     def save_last() -> None:
         flush()
         _save_atomic(checkpoint_dict(), last_path)
         (out / "history.json").write_text(json.dumps(history, indent=1))
 
-    start = time.perf_counter()
     stopped = "done"
     try:
         while epoch < config.epochs:
             model.train()
             batcher.set_epoch(epoch)  # each epoch's order depends only on (seed, epoch): resumable
             bar = _progress_bar()(total=len(batcher), desc=f"epoch {epoch + 1}/{config.epochs}", disable=not progress, leave=False, initial=batch_in_epoch)
-            pending["since"] = time.perf_counter()
+            pending["since"] = _clock()
             for i, batch in enumerate(batcher):
                 if i < batch_in_epoch:
                     continue  # already trained on before the interruption
+                if time_is_up():  # checked before the step: a run resumed with no time left trains nothing
+                    stopped = "time_limit"
+                    break
                 batch = batch.to(device)
                 with autocast():
                     logits = step_model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)  # (B, T, V)
@@ -734,25 +817,31 @@ def train(
                     bar.set_postfix(loss=f"{loss.item():.3f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
                 if max_steps is not None and step >= max_steps:
                     stopped = "max_steps"
-                elif max_minutes is not None and time.perf_counter() - start > 60 * max_minutes:
-                    stopped = "time_limit"
-                if stopped != "done":
                     break
             flush()
             bar.close()
             if stopped == "max_steps":
                 raise _Stop
-            if stopped == "time_limit" and batch_in_epoch < len(batcher):
-                save_last()  # a partial epoch: keep its position, do not log it as an epoch
+            if stopped == "time_limit":  # inside an epoch: keep its position, do not log it as an epoch
+                save_last()
+                if log:
+                    print(
+                        f"time limit: {totals['train_s'] / 60:.1f} min of training (max_minutes={max_minutes}) used up in epoch "
+                        f"{epoch + 1} after {batch_in_epoch}/{len(batcher)} batches, step {step}; saved {last_path}",
+                        flush=True,
+                    )
                 break
+            if time_is_up():
+                stopped = "time_limit"  # the budget ended with this epoch: evaluate it as the last one
 
             # --- end of an epoch: validation, history, checkpoints ---
-            val_loss, val_ppl = validation_loss(model, corpus, "val", criterion, config.max_tokens, device, autocast)
             val_bleu = None
             last_epoch = epoch + 1 == config.epochs or stopped != "done"
-            if (epoch + 1) % config.eval_every == 0 or last_epoch:
-                limit = config.bleu_val_limit
-                val_bleu = evaluate(model, "val", corpus=corpus, src_vocab=src_vocab, tgt_vocab=tgt_vocab, beam_size=1, limit=limit, max_extra=config.max_output_extra)["bleu"]
+            with fused_attention(model):  # no attention weights kept: the fused kernel, faster
+                val_loss, val_ppl = validation_loss(model, corpus, "val", criterion, config.max_tokens, device, autocast)
+                if (epoch + 1) % config.eval_every == 0 or last_epoch:
+                    limit = config.bleu_val_limit
+                    val_bleu = evaluate(model, "val", corpus=corpus, src_vocab=src_vocab, tgt_vocab=tgt_vocab, beam_size=1, limit=limit, max_extra=config.max_output_extra)["bleu"]
             history.append(
                 {
                     "epoch": epoch + 1,
@@ -764,15 +853,16 @@ def train(
                     "lr": scheduler.get_last_lr()[0],
                     "tokens_per_s": sums["tokens"] / max(sums["time"], 1e-9),
                     "epoch_time_s": sums["time"],
-                    "elapsed_s": time.perf_counter() - start,
+                    "elapsed_s": wall_seconds(),  # since the run began, every call together
                 }
             )
-            if progress:
+            if log:
                 h = history[-1]
                 bleu_text = f", val BLEU {val_bleu:.2f}" if val_bleu is not None else ""
                 print(
                     f"epoch {h['epoch']:>3}  step {step:>6}  train loss {h['train_loss']:.3f}  val loss {val_loss:.3f} "
-                    f"(ppl {val_ppl:.1f}){bleu_text}  {h['tokens_per_s']:,.0f} tok/s"
+                    f"(ppl {val_ppl:.1f}){bleu_text}  {h['tokens_per_s']:,.0f} tok/s",
+                    flush=True,
                 )
             if val_bleu is not None and val_bleu > best_bleu:
                 best_bleu, best_epoch = val_bleu, epoch + 1
@@ -780,15 +870,17 @@ def train(
             epoch += 1
             batch_in_epoch = 0
             sums = {"loss": 0.0, "tokens": 0, "time": 0.0}
-            pending["since"] = time.perf_counter()  # validation time is not training time
+            pending["since"] = _clock()  # validation time is not training time
             save_last()
             if stopped != "done":
+                if log:
+                    print(f"time limit: {totals['train_s'] / 60:.1f} min of training (max_minutes={max_minutes}) used up after epoch {epoch}", flush=True)
                 break
     except _Stop:
         save_last()
     except KeyboardInterrupt:
         save_last()
-        print(f"\ninterrupted: saved {last_path} (step {step}); run again with resume to continue")
+        print(f"\ninterrupted: saved {last_path} (step {step}); run again with resume to continue", flush=True)
         raise
 
     result = {
@@ -796,6 +888,7 @@ def train(
         "step": step,
         "best_epoch": best_epoch,
         "best_val_bleu": best_bleu if best_epoch is not None else None,
+        "train_time_s": totals["train_s"],
         "stopped": stopped,
         "out_dir": str(out),
         "test": None,
@@ -807,14 +900,17 @@ def train(
     eval_model = model
     if best_path.is_file():
         eval_model, _, _, _ = load_checkpoint(best_path, device)
-    test = evaluate(
-        eval_model, "test_2016_flickr", corpus=corpus, src_vocab=src_vocab, tgt_vocab=tgt_vocab,
-        beam_size=config.beam_size, length_penalty=config.length_penalty, progress=progress, max_extra=config.max_output_extra,
-    )
+    with fused_attention(eval_model):
+        test = evaluate(
+            eval_model, "test_2016_flickr", corpus=corpus, src_vocab=src_vocab, tgt_vocab=tgt_vocab,
+            beam_size=config.beam_size, length_penalty=config.length_penalty, progress=progress, max_extra=config.max_output_extra,
+        )
     (out / "test_hypotheses.txt").write_text("\n".join(test.pop("hypotheses")) + "\n", encoding="utf-8")
     test.pop("references", None)
-    train_time = sum(h["epoch_time_s"] for h in history)
-    tokens = sum(h["tokens_per_s"] * h["epoch_time_s"] for h in history)
+    # Whole epochs from the history, plus the epoch a time limit stopped inside (its counts are in `sums`).
+    tokens = sum(h["tokens_per_s"] * h["epoch_time_s"] for h in history) + sums["tokens"]
+    partial = round(batch_in_epoch / len(batcher), 3) if batch_in_epoch else 0  # 0.5: half-way through the next epoch
+    train_time = totals["train_s"]
     import sacrebleu
 
     metrics = {
@@ -822,14 +918,16 @@ def train(
         "test_2016_flickr": test,
         "best_epoch": best_epoch,
         "best_val_bleu": result["best_val_bleu"],
-        "epochs": len(history),
+        "epochs": len(history) + partial,
+        "epochs_completed": len(history),
         "steps": step,
         "stopped": stopped,
-        "train_time_s": train_time,
-        "wall_time_s": time.perf_counter() - start,
+        "train_time_s": train_time,  # every call of the run together, evaluation excluded
+        "wall_time_s": wall_seconds(),  # every call together, evaluation included
         "train_tokens_per_s": tokens / max(train_time, 1e-9),
         "parameters": n_params,
         "device": _device_name(device),
+        "autocast": str(amp_dtype).replace("torch.", "") if amp_dtype is not None else "float32",
         "torch": torch.__version__,
         "sacrebleu": sacrebleu.__version__,
         "train_config": config.to_dict(),
@@ -838,9 +936,10 @@ def train(
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1, ensure_ascii=False), encoding="utf-8")
     result["test"] = test
     result["metrics"] = metrics
-    if progress:
+    if log:
         print(
             f"test_2016_flickr: sacreBLEU {test['bleu']:.2f} ({test['signature']}); "
-            f"tutorial BLEU (lowercased, tokenized) {test['tutorial_bleu']:.2f}"
+            f"tutorial BLEU (lowercased, tokenized) {test['tutorial_bleu']:.2f}",
+            flush=True,
         )
     return result

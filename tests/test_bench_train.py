@@ -1,0 +1,50 @@
+"""Tests of benchmarks/bench_train.py: it runs on a saved corpus, as on the GPU machine (no spaCy, no raw data)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from test_train import toy_corpus
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_train.py"
+
+# Runs the benchmark with spaCy unimportable (None in sys.modules makes `import spacy` raise ImportError).
+NO_SPACY = """
+import runpy, sys
+sys.modules["spacy"] = None
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+@pytest.fixture(scope="module")
+def corpus_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("bench") / "toy.json.gz"
+    toy_corpus().save(path)  # the format `python -m transformer_lessons prepare` writes
+    return path
+
+
+def run_bench(*args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-c", NO_SPACY, str(BENCH), "--device", "cpu", "--steps", "2", "--warmup-steps", "1", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+def test_bench_train_times_both_models_on_a_saved_corpus(corpus_file):
+    result = run_bench("--corpus", str(corpus_file), "--limit", "100")
+    assert result.returncode == 0, result.stdout + result.stderr[-2000:]
+    out = result.stdout
+    assert f"batches: Multi30k from {corpus_file} (first 100 training pairs" in out
+    assert "random batches" not in out and "autocast off (float32)" in out
+    rates = [line for line in out.splitlines() if "target tokens/s" in line]
+    assert len(rates) == 2 and all(float(line.split(":")[1].split()[0].replace(",", "")) > 0 for line in rates)
+    assert "ratio ours / nn.Transformer" in out
+
+
+def test_bench_train_refuses_a_missing_corpus_instead_of_random_batches(tmp_path):
+    result = run_bench("--corpus", str(tmp_path / "missing.json.gz"))
+    assert result.returncode != 0 and "missing.json.gz" in result.stderr
+    assert "random batches" not in result.stdout
