@@ -1,4 +1,4 @@
-"""Stamp Google Colab support into the course notebooks: a badge and a setup cell.
+"""Stamp Google Colab support into the course notebooks: a badge, a setup cell, figure links.
 
 Every notebook (solution versions in ``notebooks/``, learner versions in
 ``learner/``) gets two cells, recognised by their metadata tag so that stamping
@@ -7,11 +7,24 @@ again replaces them instead of adding more:
 * ``colab-badge``: a markdown cell at the very top with an "Open in Colab"
   badge for this very file;
 * ``colab-setup``: a code cell just before the first code cell. On Colab
-  (``"google.colab" in sys.modules``) it installs the course package with
-  ``--no-deps``, so Colab's own PyTorch build (the one matching its GPU drivers)
-  is kept, adds the few dependencies Colab lacks, and turns on Colab's widget
-  manager for the attention explorers. Anywhere else it does nothing and prints
-  nothing, so nbval sees the same (empty) output on every machine.
+  (``"google.colab" in sys.modules``) it installs the few dependencies Colab
+  lacks, then the course package with ``--no-deps``, so Colab's own PyTorch build
+  (the one matching its GPU drivers) is kept, and turns on Colab's widget manager
+  for the attention explorers. Both pip calls pass ``--no-warn-conflicts``:
+  without it pip ends in a red "ERROR: pip's dependency resolver ... requires
+  torch==..., but you have torch ..." that is expected here and would invite
+  learners to replace Colab's PyTorch. Anywhere else the cell does nothing and
+  prints nothing, so nbval sees the same (empty) output on every machine.
+
+Stamping also points the figures at GitHub: a markdown image whose target is a
+file in ``images/`` (written relative to the notebook, ``../images/qkv.svg``, or
+as a raw GitHub address of an earlier stamp) becomes
+``https://raw.githubusercontent.com/<owner>/<repo>/<branch>/images/qkv.svg``.
+Colab copies only the notebook, so relative paths cannot resolve there, and
+Colab ignores cell attachments (and SVG ``data:`` URLs). The image is wrapped in a
+link to the file in the checkout, ``[![alt](raw address)](../images/qkv.svg)``:
+offline, where the raw address cannot load, JupyterLab shows the alt text, and
+clicking it opens the figure from ``images/``. The alt text stays as it was.
 
 The repository address has one home: ``[project.urls] Repository`` in
 ``pyproject.toml``; the pinned versions come from ``[project] dependencies``.
@@ -20,11 +33,13 @@ Usage (from the repository root)::
 
     python scripts/colab.py            # stamp notebooks/*.ipynb and learner/*.ipynb
     python scripts/colab.py --check    # exit 1 and list the notebooks out of sync
+                                       # (exit 2: no repository address, or a figure missing)
 """
 
 from __future__ import annotations
 
 import argparse
+import posixpath
 import re
 import sys
 from dataclasses import dataclass
@@ -41,6 +56,15 @@ SETUP_TAG = "colab-setup"
 COLAB_TAGS = (BADGE_TAG, SETUP_TAG)
 BRANCH = "main"
 BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
+RAW_HOST = "https://raw.githubusercontent.com"
+FIGURES_DIR = "images"  # the project's own figures; notebooks show them from GitHub
+
+# A markdown image, ![alt](target) or ![alt](target "title"): groups head, target, tail.
+MARKDOWN_IMAGE = re.compile(r'(!\[[^\]]*\]\()([^)\s]+)((?:\s+"[^"]*")?\))')
+# The same image, possibly wrapped in a link, [![alt](target)](link): groups as above, plus link (or None).
+FIGURE = re.compile(r"\[" + MARKDOWN_IMAGE.pattern + r"\]\(([^)\s]+)\)|" + MARKDOWN_IMAGE.pattern)
+# A figure at a raw GitHub address of any repository and branch: group 1 is images/<file>.
+RAW_FIGURE = re.compile(rf"{re.escape(RAW_HOST)}/[\w.-]+/[\w.-]+/[\w.-]+/({FIGURES_DIR}/[\w./-]+)")
 
 # Colab ships torch, numpy, matplotlib, seaborn, ipywidgets, spacy and tqdm;
 # these are the course's dependencies it does not ship (installed at the pinned version).
@@ -59,6 +83,7 @@ class Course:
 
     repository: str  # https://github.com/<owner>/<repo>, from [project.urls] Repository
     pins: dict[str, str]  # package name -> requirement as pinned in [project] dependencies
+    root: Path = ROOT  # the checkout whose images/ the figure links point at
 
     @property
     def github_path(self) -> str:
@@ -79,6 +104,10 @@ class Course:
 
     def pip_source(self) -> str:
         return f"git+https://github.com/{self.github_path}@{BRANCH}"
+
+    def raw_url(self, rel_path: str) -> str:
+        """Where a browser fetches the file ``rel_path`` of the repository (Colab included)."""
+        return f"{RAW_HOST}/{self.github_path}/{BRANCH}/{rel_path}"
 
 
 def _parse_pyproject(text: str) -> dict:
@@ -108,7 +137,7 @@ def read_course(pyproject: Path = ROOT / "pyproject.toml") -> Course:
     for requirement in project.get("dependencies", []):
         name = re.split(r"[<>=!~\[; ]", requirement, maxsplit=1)[0].lower()
         pins[name] = requirement.replace(" ", "")
-    return Course(repository=repository.rstrip("/"), pins=pins)
+    return Course(repository=repository.rstrip("/"), pins=pins, root=pyproject.resolve().parent)
 
 
 def try_read_course(pyproject: Path = ROOT / "pyproject.toml") -> Course | None:
@@ -153,10 +182,11 @@ def setup_source(rel_path: str, course: Course) -> str:
         'if "google.colab" in sys.modules:',
         "    import subprocess",
         "",
-        "    # --no-deps keeps Colab's own PyTorch (built for its GPUs); then add only what Colab lacks.",
-        "    pip = [sys.executable, \"-m\", \"pip\", \"install\", \"--quiet\"]",
-        f"    subprocess.run([*pip, \"--no-deps\", \"{course.pip_source()}\"], check=True)",
+        "    # Keep Colab's own PyTorch (built for its GPUs): first what Colab lacks, then the course package",
+        "    # without its pinned dependencies; --no-warn-conflicts stops pip listing those pins as errors.",
+        "    pip = [sys.executable, \"-m\", \"pip\", \"install\", \"--quiet\", \"--no-warn-conflicts\"]",
         f"    subprocess.run([*pip, {quoted}], check=True)",
+        f"    subprocess.run([*pip, \"--no-deps\", \"{course.pip_source()}\"], check=True)",
         "    from google.colab import output",
         "",
         "    output.enable_custom_widget_manager()  # the attention explorers are ipywidgets",
@@ -169,6 +199,61 @@ def setup_source(rel_path: str, course: Course) -> str:
             '        print("No GPU: training will be slow. Runtime → Change runtime type → GPU, then run all cells again.")',
         ]
     return "\n".join(lines)
+
+
+# --- figures -----------------------------------------------------------------------
+
+
+def _figure_path(target: str, rel_path: str, course: Course) -> str | None:
+    """``images/<file>`` when the image ``target`` is one of the project's figures, else ``None``.
+
+    A relative target is resolved from the notebook's folder (``rel_path``); a raw
+    GitHub address counts when the file it names exists in this checkout's ``images/``
+    (it was stamped from an earlier repository address or branch).
+    """
+    raw = RAW_FIGURE.fullmatch(target)
+    if raw:
+        return raw[1] if (course.root / raw[1]).is_file() else None
+    if re.match(r"^[a-z][a-z0-9+.-]*:|^/|^#", target, re.I):  # https:, data:, attachment:, /abs, #anchor
+        return None
+    path = posixpath.normpath(posixpath.join(posixpath.dirname(rel_path), target))
+    return path if path.startswith(f"{FIGURES_DIR}/") else None
+
+
+def figure_links(source: str, rel_path: str, course: Course) -> str:
+    """``source`` (a markdown cell of the notebook ``rel_path``) with its figures at their raw GitHub address.
+
+    Each figure becomes ``[![alt](raw address)](local path)``, the local path relative to
+    the notebook; a link the author put around the image to somewhere else is kept.
+    """
+
+    def repoint(match: re.Match) -> str:
+        linked = match[1] is not None
+        head, target, tail, link = match.group(1, 2, 3, 4) if linked else (*match.group(5, 6, 7), None)
+        path = _figure_path(target, rel_path, course)
+        if path is None:
+            return match[0]
+        local = posixpath.relpath(path, posixpath.dirname(rel_path) or ".")
+        if link is not None and _figure_path(link, rel_path, course) is None:
+            local = link  # the author's own link
+        return f"[{head}{course.raw_url(path)}{tail}]({local})"
+
+    return FIGURE.sub(repoint, source)
+
+
+def missing_figures(nb, rel_path: str, course: Course) -> list[str]:
+    """The ``images/...`` files that ``nb``'s markdown shows but that are not in the checkout."""
+    ours = course.raw_url("")  # https://raw.githubusercontent.com/<owner>/<repo>/<branch>/
+    missing = []
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            continue
+        for match in MARKDOWN_IMAGE.finditer(_text(cell)):
+            target = match[2]
+            path = target[len(ours):] if target.startswith(ours) else _figure_path(target, rel_path, course)
+            if path and path.startswith(f"{FIGURES_DIR}/") and not (course.root / path).is_file():
+                missing.append(path)
+    return missing
 
 
 def _cell(kind: str, tag: str, source: str):
@@ -188,9 +273,10 @@ def strip(nb):
 def stamp(nb, rel_path: str, course: Course):
     """A copy of ``nb`` with up-to-date Colab cells (badge first, setup before the first code cell).
 
-    A Colab cell whose source is already right is kept as it is (outputs and
-    execution count included), so stamping an executed notebook that is in sync
-    changes nothing.
+    The figures of its markdown cells point at their raw GitHub address (see
+    :func:`figure_links`). A Colab cell whose source is already right is kept as
+    it is (outputs and execution count included), so stamping an executed
+    notebook that is in sync changes nothing.
     """
     old = {tag: c for c in nb.cells for tag in _tags(c) if tag in COLAB_TAGS}
 
@@ -202,12 +288,25 @@ def stamp(nb, rel_path: str, course: Course):
 
     out = strip(nb)
     out.nbformat_minor = max(5, out.get("nbformat_minor", 5))  # nbformat 4.5: cells carry ids
-    cells = list(out.cells)
+    cells = [_with_figure_links(c, rel_path, course) for c in out.cells]
     first_code = next((i for i, c in enumerate(cells) if c.cell_type == "code"), len(cells))
     cells.insert(first_code, fresh("code", SETUP_TAG, setup_source(rel_path, course)))
     cells.insert(0, fresh("markdown", BADGE_TAG, badge_source(rel_path, course)))
     out.cells = cells
     return out
+
+
+def _with_figure_links(cell, rel_path: str, course: Course):
+    """``cell`` itself, or for a markdown cell whose figures move, a copy with the new links."""
+    if cell.cell_type != "markdown":
+        return cell
+    text = _text(cell)
+    linked = figure_links(text, rel_path, course)
+    if linked == text:
+        return cell
+    moved = nbformat.from_dict(cell)  # a copy: the notebook passed in stays as it was
+    moved.source = linked
+    return moved
 
 
 def _text(cell) -> str:
@@ -229,11 +328,21 @@ def notebook_paths(root: Path, dirs=NOTEBOOK_DIRS) -> list[Path]:
 
 
 def run(root: Path, course: Course, check: bool, dirs=NOTEBOOK_DIRS) -> list[Path]:
-    """Stamp (or with ``check`` only list) the notebooks under ``root`` that are out of sync."""
-    stale = []
+    """Stamp (or with ``check`` only list) the notebooks under ``root`` that are out of sync.
+
+    Raises:
+        CourseConfigError: a notebook shows a figure that ``images/`` does not have
+            (before anything is written).
+    """
+    notebooks = []
     for path in notebook_paths(root, dirs):
         rel = path.relative_to(root).as_posix()
-        nb = nbformat.read(path, as_version=4)
+        notebooks.append((path, rel, nbformat.read(path, as_version=4)))
+    missing = [f"{rel} shows {figure}" for _, rel, nb in notebooks for figure in missing_figures(nb, rel, course)]
+    if missing:
+        raise CourseConfigError("figures missing from the checkout: " + "; ".join(missing))
+    stale = []
+    for path, rel, nb in notebooks:
         if in_sync(nb, rel, course):
             continue
         stale.append(path)
@@ -249,10 +358,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         course = read_course(args.root / "pyproject.toml")
+        stale = run(args.root, course, args.check)
     except CourseConfigError as error:
         print(f"colab: {error}", file=sys.stderr)
         return 2
-    stale = run(args.root, course, args.check)
     rels = [p.relative_to(args.root).as_posix() for p in stale]
     if args.check:
         if rels:

@@ -9,11 +9,15 @@ learner notebook must run top to bottom with all its exercises still stubs
 from __future__ import annotations
 
 import ast
+import base64
+import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
 import nbformat
@@ -293,13 +297,17 @@ def test_stamp_keeps_an_executed_setup_cell_and_check_sees_changes(course_root, 
     assert colab.run(course_root, course, check=True, dirs=("notebooks",)) == []
 
 
+# Where an owner/repo can hide in a notebook: github.com/<o>/<r>, Colab's github/<o>/<r>, raw files.
+OWNER_REPO = re.compile(r"(?:github(?:\.com)?|raw\.githubusercontent\.com)/([\w.-]+/[\w.-]+)")
+
+
 def test_the_repository_address_has_one_source(course_root):
     course = colab.read_course(course_root / "pyproject.toml")
     build_learner.write_all(course_root, course)
     colab.run(course_root, course, check=False)
     for path in colab.notebook_paths(course_root):
         text = path.read_text(encoding="utf-8")
-        for owner_repo in re.findall(r"github(?:\.com)?/([\w.-]+/[\w.-]+)", text):
+        for owner_repo in OWNER_REPO.findall(text):
             assert owner_repo == "example-owner/example-course", f"{path.name}: {owner_repo}"
     # ... and no script spells out an address of its own.
     for script in (ROOT / "scripts").glob("*.py"):
@@ -308,6 +316,24 @@ def test_the_repository_address_has_one_source(course_root):
     with pytest.raises(colab.CourseConfigError, match=r"\[project.urls\] Repository"):
         colab.read_course(course_root / "pyproject.toml")
     assert colab.main(["--root", str(course_root), "--check"]) == 2
+
+
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "notebooks" / "README.md", ROOT / "learner" / "README.md"]
+
+
+@pytest.mark.parametrize("path", [p for p in DOCS if p.exists()], ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_the_docs_do_not_spell_out_the_repository_address(path):
+    """The address lives in pyproject.toml only: a copy in the prose would go stale when it moves."""
+    course = colab.try_read_course(ROOT / "pyproject.toml")
+    if course is None:
+        pytest.skip("pyproject.toml has no [project.urls] Repository yet")
+    text = path.read_text(encoding="utf-8")
+    owner_repo = course.github_path.lower()
+    spelled = [m for m in OWNER_REPO.findall(text) if m.lower().removesuffix(".git") == owner_repo]
+    assert not spelled and course.repository.lower() not in text.lower(), (
+        f"{path.relative_to(ROOT)} spells out the repository address ({course.repository}); refer to "
+        f"`[project.urls] Repository` in pyproject.toml or to the notebooks' Open in Colab badge instead"
+    )
 
 
 _RUN_SETUP = textwrap.dedent("""\
@@ -343,17 +369,153 @@ def test_setup_cell_on_colab_installs_without_touching_torch(course_root):
     calls, _ = _run_setup_cell(colab.setup_source("notebooks/01_function.ipynb", course), "colab")
     pip_calls = [c for c in calls if "pip" in c]
     assert len(pip_calls) == 2
-    package, extras = pip_calls
+    extras, package = pip_calls  # what Colab lacks first, the package (without dependencies) last
     assert "--no-deps" in package and f"git+{URL}@main" in package
     assert "sacrebleu==2.6.0" in extras and "--no-deps" not in extras
+    # Otherwise pip ends in a red "ERROR: ... requires torch==2.13.0, but you have torch ...".
+    assert all("--no-warn-conflicts" in call for call in pip_calls), pip_calls
     assert not any("torch" in arg for call in pip_calls for arg in call)
     assert calls[-1] == ["widget manager"]
+
+
+def _wheel(folder: Path, name: str, version: str, requires: tuple[str, ...] = ()) -> None:
+    """A minimal pure-Python wheel (no build tool, no network)."""
+    dist = name.replace("-", "_")
+    info = f"{dist}-{version}.dist-info"
+    files = {
+        f"{dist}/__init__.py": "",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+        + "".join(f"Requires-Dist: {r}\n" for r in requires),
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = []
+    for path, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={digest},{len(text.encode())}")
+    files[f"{info}/RECORD"] = "\n".join([*record, f"{info}/RECORD,,"]) + "\n"
+    with zipfile.ZipFile(folder / f"{dist}-{version}-py3-none-any.whl", "w") as wheel:
+        for path, text in files.items():
+            wheel.writestr(path, text)
+
+
+def test_setup_cell_pip_calls_print_nothing_where_the_pins_cannot_hold(course_root, tmp_path):
+    """Replay the setup cell's pip calls in a venv whose torch is not the pinned one: pip stays silent.
+
+    The package is a stand-in wheel with the course's pins (torch, JupyterLab, pytest that
+    Colab lacks or has in other versions); everything comes from local wheels, offline.
+    """
+    wheels, venv = tmp_path / "wheels", tmp_path / "venv"
+    wheels.mkdir()
+    _wheel(wheels, "torch", "1.0")  # "Colab's own PyTorch"
+    _wheel(wheels, "sacrebleu", "2.6.0")
+    _wheel(wheels, "example", "0.1.0", ("torch==2.13.0", "jupyterlab==4.6.6", "sacrebleu==2.6.0", "pytest==9.2.0"))
+    made = subprocess.run([sys.executable, "-m", "venv", str(venv)], capture_output=True, text=True, timeout=300)
+    if made.returncode != 0:
+        pytest.skip(f"cannot make a venv with pip here: {made.stderr.strip()[-300:]}")
+    python = str(venv / ("Scripts" if os.name == "nt" else "bin") / "python")
+    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
+    offline = ["--no-index", "--find-links", str(wheels)]
+
+    def pip(args: list[str]) -> str:
+        """Run ``python -m pip <args>`` in the venv, offline; what it printed."""
+        run = subprocess.run([python, "-m", "pip", *args], capture_output=True, text=True, env=env, timeout=300)
+        assert run.returncode == 0, run.stdout + run.stderr
+        return run.stdout + run.stderr
+
+    pip(["install", "--quiet", *offline, "torch==1.0"])
+    course = colab.read_course(course_root / "pyproject.toml")
+    calls, _ = _run_setup_cell(colab.setup_source("notebooks/01_function.ipynb", course), "colab")
+    replay = []
+    for call in (c for c in calls if "pip" in c):
+        args = call[call.index("install"):]  # drop [sys.executable, "-m", "pip"]
+        replay.append([*args[:1], *offline, *(a.replace(f"git+{URL}@main", "example") for a in args[1:])])
+    for args in replay:
+        assert pip(args) == "", f"pip {' '.join(args)} printed something"
+    for args in replay:  # the cell run again, with everything reinstalled (a new pin, a re-run)
+        assert pip([*args, "--force-reinstall"]) == "", f"pip {' '.join(args)} --force-reinstall printed something"
+    # The check would see it: without the flag, reinstalling a dependency of the package is loud.
+    loud = pip(["install", "--quiet", *offline, "--force-reinstall", "sacrebleu==2.6.0"])
+    assert "example 0.1.0 requires torch==2.13.0" in loud, loud
 
 
 def test_gpu_notebook_recommends_a_gpu_runtime():
     course = colab.Course(repository=URL, pins={"sacrebleu": "sacrebleu==2.6.0"})
     assert "Change runtime type" in colab.setup_source("notebooks/11_german_english_model.ipynb", course)
     assert "Change runtime type" not in colab.setup_source("notebooks/01_self_attention.ipynb", course)
+
+
+# --- figures -----------------------------------------------------------------------
+
+RAW = "https://raw.githubusercontent.com/example-owner/example-course/main"
+FIGURE_CELL = """\
+Some text.
+
+![A figure, described](../images/fig.svg)
+
+![With a title](../images/fig.svg "hover text") and [a plain link](../images/fig.svg).
+
+![elsewhere](https://example.org/x.png) ![pasted](attachment:p.png) ![curve](../results/curve.png)
+"""
+
+
+@pytest.fixture
+def figure_root(course_root: Path) -> Path:
+    """The tiny course plus images/fig.svg and a notebook that shows it."""
+    (course_root / "images").mkdir()
+    (course_root / "images" / "fig.svg").write_text("<svg xmlns='http://www.w3.org/2000/svg'/>", encoding="utf-8")
+    _write_notebook(course_root, "03_figure.ipynb", [nbformat.v4.new_markdown_cell(FIGURE_CELL), _code("x = 1")])
+    return course_root
+
+
+def _markdown(path: Path) -> str:
+    return "\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown")
+
+
+def test_figures_point_at_github_in_both_versions(figure_root):
+    course = colab.read_course(figure_root / "pyproject.toml")
+    source = nbformat.read(figure_root / "notebooks" / "03_figure.ipynb", as_version=4)
+    stamped = colab.stamp(source, "notebooks/03_figure.ipynb", course)
+    assert _cell(source, "c01").source == FIGURE_CELL  # stamping copies; the notebook passed in stays
+
+    text = _cell(stamped, "c01").source
+    assert f"![A figure, described]({RAW}/images/fig.svg)" in text
+    # Offline the raw address cannot load: the image links to the file in the checkout (JupyterLab opens it).
+    assert f"[![A figure, described]({RAW}/images/fig.svg)](../images/fig.svg)" in text
+    assert f'![With a title]({RAW}/images/fig.svg "hover text")' in text
+    # Only images of the project's own figures move: links, other sites, attachments, other folders stay.
+    assert "[a plain link](../images/fig.svg)" in text
+    for kept in ("(https://example.org/x.png)", "(attachment:p.png)", "(../results/curve.png)"):
+        assert kept in text
+
+    build_learner.write_all(figure_root, course)
+    colab.run(figure_root, course, check=False)
+    for folder in ("notebooks", "learner"):
+        markdown = _markdown(figure_root / folder / "03_figure.ipynb")
+        assert f"({RAW}/images/fig.svg)" in markdown and not re.search(r"!\[[^\]]*\]\(\.\./images/", markdown), folder
+    assert colab.run(figure_root, course, check=True) == []
+    assert build_learner.stale_files(figure_root, course) == []
+
+
+def test_figure_links_follow_the_repository_address(figure_root):
+    course = colab.read_course(figure_root / "pyproject.toml")
+    colab.run(figure_root, course, check=False, dirs=("notebooks",))
+    moved = colab.Course(repository="https://github.com/someone-else/fork", pins=course.pins, root=figure_root)
+    path = figure_root / "notebooks" / "03_figure.ipynb"
+    assert path in colab.run(figure_root, moved, check=True, dirs=("notebooks",))
+    colab.run(figure_root, moved, check=False, dirs=("notebooks",))
+    markdown = _markdown(path)
+    assert "raw.githubusercontent.com/someone-else/fork/main/images/fig.svg" in markdown
+    assert "example-owner" not in markdown
+
+
+def test_a_missing_figure_stops_stamping_before_anything_is_written(figure_root, capsys):
+    path = figure_root / "notebooks" / "03_figure.ipynb"
+    path.write_text(path.read_text(encoding="utf-8").replace("../images/fig.svg)", "../images/nope.svg)"), encoding="utf-8")
+    before = {p: p.read_bytes() for p in colab.notebook_paths(figure_root)}
+    assert colab.main(["--root", str(figure_root)]) == 2
+    assert "notebooks/03_figure.ipynb shows images/nope.svg" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in colab.notebook_paths(figure_root)} == before
+    assert colab.main(["--root", str(figure_root), "--check"]) == 2
 
 
 # --- the real course ---------------------------------------------------------------
@@ -391,6 +553,19 @@ def test_colab_cells_are_in_sync():
     course = colab.read_course(ROOT / "pyproject.toml")
     stale = [p.relative_to(ROOT).as_posix() for p in colab.run(ROOT, course, check=True)]
     assert not stale, f"Colab cells missing or out of date; run `python scripts/colab.py`: {stale}"
+
+
+@pytest.mark.skipif(
+    colab.try_read_course(ROOT / "pyproject.toml") is None,
+    reason="pyproject.toml has no [project.urls] Repository yet",
+)
+def test_every_figure_the_course_shows_is_in_images():
+    course = colab.read_course(ROOT / "pyproject.toml")
+    missing = []
+    for path in colab.notebook_paths(ROOT):
+        rel = path.relative_to(ROOT).as_posix()
+        missing += [f"{rel}: {figure}" for figure in colab.missing_figures(nbformat.read(path, as_version=4), rel, course)]
+    assert not missing, "figures shown but not in images/ (run images/make_figures.py?):\n" + "\n".join(missing)
 
 
 def _outputs_text(cell) -> str:

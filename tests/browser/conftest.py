@@ -2,11 +2,14 @@
 JupyterLab server of our own on a loopback port, always stopped afterwards.
 
 Both are optional tools (``scripts/browser_setup.sh`` installs them): without
-them every browser test is skipped with a message saying what is missing.
+them every browser test is skipped with a message saying what is missing, unless
+``TRANSFORMER_LESSONS_REQUIRE_BROWSER=1`` (``make browser-test`` sets it), which
+turns the skip into a failure so that a run without a browser cannot pass.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -23,9 +26,12 @@ from pathlib import Path
 import pytest
 
 SETUP_HINT = "install them with `bash scripts/browser_setup.sh` (or `make browser-test`)"
+# Set by `make browser-test`: a missing Chromium or Playwright fails the run instead of skipping it.
+REQUIRE_ENV = "TRANSFORMER_LESSONS_REQUIRE_BROWSER"
 
 SERVER_START_TIMEOUT_S = 60
 SERVER_STOP_TIMEOUT_S = 10
+KERNEL_STOP_TIMEOUT_S = 30  # jupyter_client asks politely, then kills after its own grace period
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -46,11 +52,19 @@ def _chromium() -> str | None:
     return None
 
 
+def _unavailable(what: str) -> None:
+    """Skip the test for want of ``what``, or fail it when the run requires a browser."""
+    message = f"browser test needs {what}; {SETUP_HINT}"
+    if os.environ.get(REQUIRE_ENV, "") not in ("", "0"):
+        pytest.fail(f"{message} ({REQUIRE_ENV} is set, so this fails instead of skipping)", pytrace=False)
+    pytest.skip(message)
+
+
 @pytest.fixture(scope="session")
 def chromium_path() -> str:
     path = _chromium()
     if path is None:
-        pytest.skip(f"browser test needs Chromium (/usr/bin/chromium, or set CHROMIUM=...); {SETUP_HINT}")
+        _unavailable("Chromium (/usr/bin/chromium, or set CHROMIUM=...)")
     return path
 
 
@@ -59,7 +73,9 @@ def sync_playwright():
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        pytest.skip(f"browser test needs the Playwright Python package; {SETUP_HINT}")
+        sync_playwright = None
+    if sync_playwright is None:  # outside the except: the message is not chained to the ImportError
+        _unavailable("the Playwright Python package")
     return sync_playwright
 
 
@@ -100,6 +116,16 @@ class LabServer:
         # ?reset: start from an empty workspace, whatever a previous session left.
         return f"{self.url}/lab/tree/{notebook}?reset&token={self.token}"
 
+    def api(self, method: str, path: str, timeout: float = 10):
+        """Call the server's REST API (``/api/...``) with its token; the decoded JSON reply, or None."""
+        request = urllib.request.Request(
+            f"{self.url}{path}", method=method, headers={"Authorization": f"token {self.token}"},
+            data=b"" if method in ("POST", "PATCH", "PUT") else None,
+        )
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            body = response.read()
+        return json.loads(body) if body else None
+
 
 def _wait_until_up(url: str, token: str, proc: subprocess.Popen, log: Path) -> None:
     deadline = time.monotonic() + SERVER_START_TIMEOUT_S
@@ -119,8 +145,9 @@ def _wait_until_up(url: str, token: str, proc: subprocess.Popen, log: Path) -> N
 def lab_server(tmp_path):
     """Start JupyterLab headless on a free loopback port, serving ``tmp_path / "root"``; stop it after the test.
 
-    Config, runtime and settings directories are temporary, the token is random,
-    and the server runs in its own process group so that its kernels go with it.
+    Config, runtime and settings directories are temporary and the token is random.
+    Afterwards the server shuts its kernels down and then itself, through its REST
+    API (see :func:`_stop`); the test fails if a kernel outlives it.
     """
     root = tmp_path / "root"
     root.mkdir()
@@ -130,10 +157,11 @@ def lab_server(tmp_path):
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(values), encoding="utf-8")
     port, token = free_port(), secrets.token_hex(16)
+    runtime = tmp_path / "jupyter-runtime"  # the kernels' connection files: how we recognise them
     env = {
         **os.environ,
         "JUPYTER_CONFIG_DIR": str(tmp_path / "jupyter-config"),
-        "JUPYTER_RUNTIME_DIR": str(tmp_path / "jupyter-runtime"),
+        "JUPYTER_RUNTIME_DIR": str(runtime),
         "IPYTHONDIR": str(tmp_path / "ipython"),
         "TRANSFORMER_LESSONS_MODE": "quick",
     }
@@ -149,27 +177,67 @@ def lab_server(tmp_path):
     ]
     with log.open("w") as log_file:
         proc = subprocess.Popen(command, env=env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
+    server = LabServer(url=f"http://127.0.0.1:{port}", token=token, root_dir=root, log=log)
     try:
-        url = f"http://127.0.0.1:{port}"
-        _wait_until_up(url, token, proc, log)
-        yield LabServer(url=url, token=token, root_dir=root, log=log)
+        _wait_until_up(server.url, token, proc, log)
+        yield server
     finally:
-        _stop(proc)
+        _stop(server, proc, runtime)
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    """SIGTERM the server's process group (server and kernels), SIGKILL what is left."""
+def _stop(server: LabServer, proc: subprocess.Popen, runtime: Path) -> None:
+    """Shut the kernels down, then the server; fail if a kernel process is left over.
+
+    jupyter_client starts every kernel with ``start_new_session=True``, so a
+    kernel is in a session and process group of its own: signalling the server's
+    group does not reach it, and after a killed server it lives on until (and
+    unless) ipykernel's parent poller notices. So first ask the server: DELETE
+    /api/kernels/<id> for each kernel (it returns once the kernel has exited),
+    then POST /api/shutdown. Signals are only the fallback for a server that does
+    not answer.
+    """
     if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(OSError, ValueError):  # a server that died or hangs: signals below
+            for kernel in server.api("GET", "/api/kernels") or []:
+                server.api("DELETE", f"/api/kernels/{kernel['id']}", timeout=KERNEL_STOP_TIMEOUT_S)
+            server.api("POST", "/api/shutdown", timeout=KERNEL_STOP_TIMEOUT_S)
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=SERVER_STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            pass
-        except ProcessLookupError:
-            return
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # kernels that outlived the server
-    except (ProcessLookupError, PermissionError):
-        pass
-    if proc.poll() is None:
-        proc.wait(timeout=SERVER_STOP_TIMEOUT_S)
+    for sig in (signal.SIGTERM, signal.SIGKILL):  # the server's own group, if anything is left
+        if proc.poll() is not None:
+            break
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=SERVER_STOP_TIMEOUT_S)
+
+    leftovers = _kernel_processes(runtime)
+    for pid in leftovers:  # ours (their command line names our temporary runtime directory)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    if leftovers:
+        pytest.fail(f"kernel processes {leftovers} outlived the JupyterLab server (killed now); see {server.log}")
+
+
+def _kernel_processes(runtime: Path, wait_s: float = 5.0) -> list[int]:
+    """PIDs of live processes whose command line mentions ``runtime`` (our kernels), after up to ``wait_s``."""
+    proc_dir = Path("/proc")
+    if not proc_dir.is_dir():  # not Linux: nothing to look at
+        return []
+    needle = str(runtime).encode()
+    deadline = time.monotonic() + wait_s
+    while True:
+        pids = []
+        for entry in proc_dir.iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if needle in cmdline and state != "Z":  # a zombie has exited already
+                pids.append(int(entry.name))
+        if not pids or time.monotonic() > deadline:
+            return sorted(pids)
+        time.sleep(0.2)

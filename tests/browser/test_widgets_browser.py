@@ -3,24 +3,29 @@
 The unit tests check the widget's Python side (controls, the matrix on screen);
 this checks what a learner actually sees. It opens the course's notebook 01 in
 JupyterLab, runs every cell from the Run menu, waits for the explorer's heatmap,
-picks another head in its dropdown and checks that a different heatmap arrives.
-Screenshots of both states land in ``tests/browser/artifacts/``. A second test
-opens the learner version of the same notebook and checks that its solution is
-folded away until the learner clicks "Show a solution".
+picks another head in its dropdown and checks what is on screen: screenshots of
+the heatmap before and after, decoded with Pillow, must show a picture (not one
+flat colour) and differ over a good part of it. The screenshots land in
+``tests/browser/artifacts/``. A second test opens the learner version of the same
+notebook and checks that its solution is folded away until the learner clicks
+"Show a solution".
 
-Run with ``make browser-test`` (installs Chromium and Playwright first), or
-``pytest tests/browser`` once they are there; without them the test is skipped.
+Run with ``make browser-test`` (installs Chromium and Playwright first, and fails
+rather than skips if they are still missing), or ``pytest tests/browser`` once
+they are there; without them that skips.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
+import io
 import sys
 import time
 from pathlib import Path
 
 import nbformat
+import numpy as np
+from PIL import Image
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))  # the scripts are files, not an installed package
@@ -37,6 +42,19 @@ REDRAW_TIMEOUT_MS = 30_000
 # The explorer: an ipywidgets VBox holding a Dropdown (the head) and an Output showing the PNG.
 EXPLORER = ".widget-vbox:has(.widget-dropdown select):has(.widget-output)"
 HEATMAP = f"{EXPLORER} .widget-output img"
+
+# What the screenshots of the heatmap must show. The picture is a seaborn heatmap: a block of
+# viridis cells (every viridis colour is saturated; the labels, the title and the page are
+# grey, black or white) with a thin colour bar beside it.
+SATURATED = 40  # a pixel belongs to the cells (or the colour bar) when max - min channel > this
+MIN_CELLS_PX = 100  # the block of cells is at least this wide and high, in screen pixels
+MIN_CELL_COLOURS = 4  # a drawn heatmap, not one flat fill
+# Another head must repaint a good part of the cells, not just the title. Measured: "mean of
+# heads" -> "head 0" in notebook 01 changes 53% of the cells' pixels. A pixel counts as changed
+# when a channel moves by more than the tolerance (edge anti-aliasing stays below it).
+MIN_CHANGED_FRACTION = 0.25
+PIXEL_TOLERANCE = 16
+EDGE_PX = 2  # left out on every side of the block: the cells' anti-aliased border
 
 
 def _fresh_copy(target_dir) -> str:
@@ -61,9 +79,43 @@ def _heatmap_state(page) -> dict:
     )
 
 
-def _png(src: str) -> bytes:
-    assert src.startswith("data:image/png;base64,"), f"heatmap is not an inline PNG: {src[:60]}"
-    return base64.b64decode(src.split(",", 1)[1])
+def _runs(flags) -> list[tuple[int, int]]:
+    """The ``[start, stop)`` ranges where ``flags`` is True."""
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], np.asarray(flags, dtype=np.int8), [0]])))
+    return list(zip(edges[::2], edges[1::2]))
+
+
+def _cells(png: bytes, name: str) -> np.ndarray:
+    """The heatmap's block of cells in a screenshot, ``(h, w, 3)`` int; asserts it is there and drawn.
+
+    The block is the widest run of columns that are mostly saturated colour (the
+    colour bar is a narrower run), cut to the rows where those columns are coloured.
+    """
+    rgb = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=np.int16)  # (H, W, 3)
+    coloured = rgb.max(axis=2) - rgb.min(axis=2) > SATURATED  # (H, W)
+    columns = _runs(coloured.mean(axis=0) > 0.25)
+    assert columns, f"{name}: no heatmap on screen (no coloured cells); see {ARTIFACTS / name}"
+    x0, x1 = max(columns, key=lambda run: run[1] - run[0])
+    y0, y1 = max(_runs(coloured[:, x0:x1].mean(axis=1) > 0.5), key=lambda run: run[1] - run[0], default=(0, 0))
+    cells = rgb[y0 + EDGE_PX:y1 - EDGE_PX, x0 + EDGE_PX:x1 - EDGE_PX]
+    assert min(x1 - x0, y1 - y0) >= MIN_CELLS_PX, (
+        f"{name}: the heatmap's cells cover only {x1 - x0}x{y1 - y0} px; see {ARTIFACTS / name}"
+    )
+    colours = len(np.unique(cells.reshape(-1, 3), axis=0))
+    assert colours >= MIN_CELL_COLOURS, f"{name}: the heatmap is one flat fill ({colours} colours); see {ARTIFACTS / name}"
+    return cells
+
+
+def _changed_fraction(before: np.ndarray, after: np.ndarray) -> float:
+    """Share of the cells' pixels that another head changed beyond the tolerance.
+
+    The two blocks are compared over their common size: the title changes with the
+    head, so the picture's width and the block's place in it can move, and its
+    size by a pixel.
+    """
+    h, w = min(before.shape[0], after.shape[0]), min(before.shape[1], after.shape[1])
+    difference = np.abs(before[:h, :w] - after[:h, :w]).max(axis=2)  # (h, w)
+    return float((difference > PIXEL_TOLERANCE).mean())
 
 
 def _save(screenshot, name: str, tmp_path) -> None:
@@ -109,15 +161,19 @@ def _explore(lab_server, page, tmp_path) -> None:
     )
     explorer = page.locator(EXPLORER).first
     explorer.scroll_into_view_if_needed()
+    heatmap = page.locator(HEATMAP).first
     before = _heatmap_state(page)
     dropdown = explorer.locator(".widget-dropdown select").first
     options = dropdown.locator("option").all_inner_texts()
     assert before["width"] > 100 and before["height"] > 100, before
     assert dropdown.input_value() != "" and len(options) >= 2, options
+    shot_before = heatmap.screenshot()
+    _save(shot_before, "heatmap_before.png", tmp_path)
     _save(explorer.screenshot(), "explorer_before.png", tmp_path)
     _save(page.screenshot(full_page=False), "page_before.png", tmp_path)
+    cells_before = _cells(shot_before, "heatmap_before.png")
 
-    # Pick another head: the kernel redraws and a different image arrives.
+    # Pick another head: the kernel redraws and a new image arrives.
     selected = dropdown.evaluate("s => s.options[s.selectedIndex].text")
     other = next(text for text in options if text != selected)
     dropdown.select_option(label=other)
@@ -128,16 +184,24 @@ def _explore(lab_server, page, tmp_path) -> None:
         timeout=REDRAW_TIMEOUT_MS,
     )
     after = _heatmap_state(page)
+    shot_after = heatmap.screenshot()
+    _save(shot_after, "heatmap_after.png", tmp_path)
     _save(explorer.screenshot(), "explorer_after.png", tmp_path)
 
-    assert _png(after["src"]) != _png(before["src"]), "choosing another head left the heatmap unchanged"
+    # What the learner sees: still a heatmap, and a different one over a good part of it.
+    changed = _changed_fraction(cells_before, _cells(shot_after, "heatmap_after.png"))
+    assert changed >= MIN_CHANGED_FRACTION, (
+        f"choosing {other!r} instead of {selected!r} changed only {changed:.1%} of the heatmap's cells "
+        f"(expected at least {MIN_CHANGED_FRACTION:.0%}); compare heatmap_before.png and heatmap_after.png in {ARTIFACTS}"
+    )
     assert after["width"] > 100 and after["height"] > 100, after
     assert dropdown.evaluate("s => s.options[s.selectedIndex].text") == other
     # Every cell ran without an error (tracebacks are rendered as stderr outputs).
     stderr = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").all_inner_texts()
     assert not [t for t in stderr if "Traceback" in t or "Error" in t], stderr
     elapsed = time.monotonic() - started
-    print(f"browser test: heatmap {selected!r} -> {other!r} in {elapsed:.1f}s; screenshots in {ARTIFACTS}")
+    print(f"browser test: heatmap {selected!r} -> {other!r}, {changed:.1%} of its cells' pixels changed, "
+          f"in {elapsed:.1f}s; screenshots in {ARTIFACTS}")
 
 
 def test_learner_solution_is_folded_until_clicked(browser_page, lab_server, tmp_path):
