@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 # Tests and CI read Multi30k from the shared copy beside the project when there is one.
 DATA   ?= $(abspath $(wildcard ../shared/data/multi30k))
 
-.PHONY: lab test unit notebooks setup bench clean learner learner-test browser-test ci
+.PHONY: lab test unit notebooks setup bench clean execute learner learner-test browser-test ci
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,16 @@ bench: setup
 	$(BIN)/python benchmarks/bench_model.py
 	$(BIN)/python benchmarks/bench_train.py
 
+# Re-run every notebook in place in the quick mode and save its outputs (after changing a lesson or the
+# package), starting without runs/ as a fresh checkout does. The Colab cells are stamped first, so that the
+# saved notebooks hold their executed versions; learner/ is rebuilt from the result.
+execute: setup
+	$(BIN)/python scripts/colab.py
+	rm -rf notebooks/runs
+	cd notebooks && TQDM_MININTERVAL=5 TRANSFORMER_LESSONS_MODE=quick TRANSFORMER_LESSONS_DATA="$(DATA)" MPLBACKEND=agg \
+		../$(BIN)/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=1200 [0-9][0-9]_*.ipynb
+	$(MAKE) learner
+
 # Learner notebooks (exercises as stubs, solutions folded) and the Colab cells, generated from notebooks/.
 learner: setup
 	$(BIN)/python scripts/colab.py
@@ -53,10 +63,11 @@ learner-test: setup
 	TQDM_MININTERVAL=5 TRANSFORMER_LESSONS_MODE=quick TRANSFORMER_LESSONS_DATA="$(DATA)" MPLBACKEND=agg \
 		$(BIN)/python -m pytest tests/test_learner_build.py -m learner_exec -p no:cacheprovider
 
-# The attention explorer and the folded solutions in JupyterLab + headless Chromium (installs Chromium and Playwright).
+# The attention explorer and the folded solutions in JupyterLab + headless Chromium (installs Chromium and
+# Playwright). TRANSFORMER_LESSONS_REQUIRE_BROWSER=1: if either is still missing the tests fail, never skip.
 browser-test: setup
 	bash scripts/browser_setup.sh $(BIN)/python
-	TRANSFORMER_LESSONS_MODE=quick $(BIN)/python -m pytest tests/browser -p no:cacheprovider
+	TRANSFORMER_LESSONS_REQUIRE_BROWSER=1 TRANSFORMER_LESSONS_MODE=quick $(BIN)/python -m pytest tests/browser -p no:cacheprovider
 
 # What CI runs: every test, the learner versions, and the browser test.
 ci: test learner-test browser-test
