@@ -10,11 +10,15 @@ DATA   ?= $(abspath $(wildcard ../shared/data/multi30k))
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# Installed once, again whenever pyproject.toml changes. torch is pinned first,
-# on its own, so a fresh venv never pulls a newer release with GBs of extras.
+# Installed once, again whenever pyproject.toml changes. torch is pinned first, on its own,
+# so that nothing else can pull a newer release. On Linux, PyPI's torch is the CUDA build
+# with its NVIDIA libraries (gigabytes); on a machine without an NVIDIA GPU,
+#   make lab TORCH_INDEX=https://download.pytorch.org/whl/cpu
+# installs PyTorch's CPU-only build of the same version instead.
+TORCH_INDEX ?=
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 

@@ -100,3 +100,52 @@ def test_no_path_hacks(notebook):
     path, nb = notebook
     code = "\n".join(_source(c) for c in nb["cells"] if c["cell_type"] == "code")
     assert "sys.path" not in code and "os.chdir" not in code, f"{path.name}: import the installed package, no sys.path/os.chdir hacks"
+
+
+def test_ends_with_a_summary_and_a_link_to_the_next_notebook(notebook):
+    path, nb = notebook
+    markdown = [_source(c) for c in nb["cells"] if c["cell_type"] == "markdown"]
+    assert any(re.search(r"^## Summary", m, re.M) for m in markdown[-2:]), f"{path.name} should end with a '## Summary'"
+    links = re.findall(r"\*\*Next:\*\*\s*\[[^\]]+\]\(([^)]+)\)", markdown[-1])
+    following = [p.name for p in NOTEBOOKS if int(p.name[:2]) == int(path.name[:2]) + 1]
+    if following:
+        assert links == following, f"{path.name} should end with **Next:** [...]({following[0]}), found {links}"
+    else:
+        assert not links, f"{path.name} is the last notebook, yet links to {links}"
+
+
+ROOT = NOTEBOOKS[0].parent.parent
+
+
+def _minutes(text: str, row_pattern: str, what: str) -> dict[str, int]:
+    found = {m["nn"]: int(m["min"]) for m in re.finditer(row_pattern, text, re.M)}
+    assert sorted(found) == [p.name[:2] for p in NOTEBOOKS], f"{what} should give a time for every notebook, found {sorted(found)}"
+    return found
+
+
+def test_every_list_of_the_course_gives_the_durations_the_notebooks_give():
+    intros = {}
+    for path in NOTEBOOKS:
+        first = next(c for c in _load(path)["cells"] if "colab-badge" not in c.get("metadata", {}).get("tags", []))
+        time = re.search(r"\*\*Time:\*\*\s*about (\d+) minutes", _source(first))
+        assert time, f"{path.name}: the introduction should say '**Time:** about N minutes'"
+        intros[path.name[:2]] = int(time[1])
+    lists = {
+        "README.md": _minutes((ROOT / "README.md").read_text(encoding="utf-8"), r"^\| `(?P<nn>\d\d)_\w+` \|.*\| (?P<min>\d+) min", "README.md's table"),
+        "notebooks/README.md": _minutes((ROOT / "notebooks" / "README.md").read_text(encoding="utf-8"), r"^\| (?P<nn>\d\d) \|.*\| (?P<min>\d+) min", "notebooks/README.md"),
+        "docs/teaching.md": _minutes((ROOT / "docs" / "teaching.md").read_text(encoding="utf-8"), r"^### (?P<nn>\d\d) · .*\((?P<min>\d+) min\)", "the teacher's guide"),
+    }
+    for where, minutes in lists.items():
+        assert minutes == intros, f"{where} disagrees with the notebooks' introductions: {minutes} vs {intros}"
+
+
+def test_saved_widgets_carry_a_picture_for_viewers_without_widgets(notebook):
+    # GitHub, nbviewer and HTML exports cannot run ipywidgets: each explorer's saved output holds a PNG too.
+    path, nb = notebook
+    explorers = [c for c in nb["cells"] if re.search(r"\b(attention_explorer|positional_encoding_explorer|generation_stepper)\(", _source(c))]
+    for c in explorers:  # (tqdm's progress bars are widgets too, and need no picture)
+        assert c.get("outputs"), f"{path.name}: the explorer in cell {c.get('id')} is saved without its output"
+        for o in c.get("outputs", []):
+            bundle = o.get("data", {})
+            if "application/vnd.jupyter.widget-view+json" in bundle:
+                assert "image/png" in bundle, f"{path.name}: a widget output in cell {c.get('id')} has no static image"
