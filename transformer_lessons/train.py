@@ -260,7 +260,8 @@ TRAIN_PRESETS: dict[str, TrainConfig] = {
     # - Subwords: 4000 BPE merges per language (~4k pieces each, <unk> on 0.04% of
     #   validation tokens instead of 4.6% / 2.1% for words). Measured on CPU with the
     #   quick model on all 29k pairs for 5 epochs: test sacreBLEU 27.5 with words,
-    #   31.0 with 4000 merges, 28.8 with 8000 (notebook 08 has the table).
+    #   29.3 with 2000 merges, 31.1 with 4000, 27.6 with 8000 (scripts/compare_bpe.py,
+    #   recorded in results/bpe_comparison/; notebook 08 has the table).
     # - Tying the target embedding and the output projection (paper §3.4) removes
     #   a million parameters that would otherwise each see few updates.
     # - 4096 tokens per batch is ~250 sentences, ~120 updates per epoch; 80 epochs
