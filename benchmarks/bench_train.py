@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import argparse
 import time
-from contextlib import nullcontext
 
 import torch
 from torch import nn
 
 from transformer_lessons.layers import Embeddings, PositionalEncoding
 from transformer_lessons.model import Transformer
-from transformer_lessons.train import TRAIN_PRESETS, LabelSmoothingLoss, autocast_dtype, noam_scheduler
+from transformer_lessons.train import TRAIN_PRESETS, LabelSmoothingLoss, autocast_for, noam_scheduler
 
 PAD, BOS, EOS = 1, 2, 3
 
@@ -131,8 +130,7 @@ def time_model(model, batches, args, device, n_warmup: int) -> float:
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=config.betas, eps=config.eps)
     scheduler = noam_scheduler(optimizer, config.model.d_model, config.warmup, config.lr_factor)
     criterion = LabelSmoothingLoss(model.generator.out_features, PAD, config.smoothing)
-    amp = autocast_dtype(device.type, torch.cuda.get_device_capability(device) if device.type == "cuda" else None)
-    autocast = (lambda: torch.autocast("cuda", dtype=amp)) if amp is not None else nullcontext  # as train() does
+    _, autocast = autocast_for(device)  # as train() does
     model.train()
     tokens, start = 0, None
     for i, batch in enumerate(batches):
@@ -174,7 +172,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.manual_seed(0)
     theirs = TorchTransformer(config, src_v, tgt_v).to(device)
     print(f"preset {args.preset}: {config}")
-    amp = autocast_dtype(device.type, torch.cuda.get_device_capability(device) if device.type == "cuda" else None)
+    amp, _ = autocast_for(device)
     print(
         f"device {device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else f'{torch.get_num_threads()} threads'}), "
         f"torch {torch.__version__}, autocast {str(amp).replace('torch.', '') if amp is not None else 'off (float32)'}"

@@ -494,3 +494,13 @@ def test_an_unreadable_last_checkpoint_says_how_to_start_over(tmp_path, corpus, 
         train(TOY_CONFIG, corpus, out_dir=tmp_path, device="cpu", progress=False)
     fresh = train(TOY_CONFIG.replace(epochs=1), corpus, out_dir=tmp_path, device="cpu", progress=False, resume=False, evaluate_test=False)
     assert fresh["stopped"] == "done"
+
+
+def test_autocast_for_a_cpu_is_a_no_op_context():
+    from transformer_lessons.train import autocast_for
+
+    dtype, autocast = autocast_for(torch.device("cpu"))
+    assert dtype is None
+    with autocast():
+        y = torch.ones(2, 2) @ torch.ones(2, 2)
+    assert y.dtype == torch.float32

@@ -521,6 +521,17 @@ def autocast_dtype(device_type: str, capability: tuple[int, int] | None = None) 
     return torch.bfloat16 if tuple(capability) >= (8, 0) else None
 
 
+def autocast_for(device: torch.device):
+    """``(dtype, autocast)`` for training on ``device``: :func:`autocast_dtype`'s choice, and a
+    callable that opens the matching ``torch.autocast`` context (a no-op context for float32).
+    """
+    capability = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
+    dtype = autocast_dtype(device.type, capability)
+    if dtype is None:
+        return None, nullcontext
+    return dtype, lambda: torch.autocast(device.type, dtype=dtype)
+
+
 @contextmanager
 def fused_attention(model: Transformer):
     """Inside the block no attention layer records its weights, so all take the fused kernel.
@@ -720,8 +731,7 @@ def train(
 
     criterion = LabelSmoothingLoss(len(tgt_vocab), tgt_vocab.pad_id, config.smoothing)
     use_cuda = device.type == "cuda"
-    amp_dtype = autocast_dtype(device.type, torch.cuda.get_device_capability(device) if use_cuda else None)
-    autocast = (lambda: torch.autocast("cuda", dtype=amp_dtype)) if amp_dtype is not None else nullcontext
+    amp_dtype, autocast = autocast_for(device)
     step_model = torch.compile(model, dynamic=True) if (config.compile and use_cuda) else model
     for split in ("train", "val"):
         skipped = corpus.too_long(split, config.model.max_len)
