@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Tokenize Multi30k (spaCy) and save the corpus, e.g. to train on a machine without spaCy (train --corpus).",
     )
     p.add_argument("--out", required=True, metavar="PATH", help="file to write (.json.gz)")
-    p.add_argument("--preset", choices=("quick", "full"), default=None, help="take min_freq/limit/max_len/bpe_merges from this training preset (default: full)")
+    p.add_argument("--preset", choices=("quick", "cpu", "full"), default=None, help="take min_freq/limit/max_len/bpe_merges from this training preset (default: full)")
     p.add_argument("--limit", type=int, help="keep only the first N training pairs")
     p.add_argument("--bpe-merges", type=int, metavar="N", help="subword units: N byte-pair merges per language (0 = whole words; default: the preset's)")
     p.add_argument("--data-dir", metavar="DIR", help="directory with the raw Multi30k .gz files")
@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="train a model (resumes an interrupted run)",
         description="Train on Multi30k with a preset; checkpoints, history.json and metrics.json go to --out.",
     )
-    p.add_argument("--preset", choices=("quick", "full"), default=None, help="quick: CPU, ~2 min; full: one GPU, ~15 min (default: $TRANSFORMER_LESSONS_MODE, else full with a GPU, quick without)")
+    p.add_argument("--preset", choices=("quick", "cpu", "full"), default=None, help="quick: CPU, ~2 min; cpu: the course's translator on a CPU, 90 min; full: one GPU, ~15 min (default: $TRANSFORMER_LESSONS_MODE, else full with a GPU, quick without)")
     p.add_argument("--out", metavar="DIR", help="output directory (default: runs/<preset>)")
     _add_data_args(p)
     p.add_argument("--epochs", type=int, help="number of epochs")
