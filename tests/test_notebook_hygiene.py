@@ -142,7 +142,7 @@ def test_every_list_of_the_course_gives_the_durations_the_notebooks_give():
 def test_saved_widgets_carry_a_picture_for_viewers_without_widgets(notebook):
     # GitHub, nbviewer and HTML exports cannot run ipywidgets: each explorer's saved output holds a PNG too.
     path, nb = notebook
-    explorers = [c for c in nb["cells"] if re.search(r"\b(attention_explorer|positional_encoding_explorer|generation_stepper)\(", _source(c))]
+    explorers = [c for c in nb["cells"] if re.search(r"\b(attention_explorer|positional_encoding_explorer|generation_stepper|translator)\(", _source(c))]
     for c in explorers:  # (tqdm's progress bars are widgets too, and need no picture)
         assert c.get("outputs"), f"{path.name}: the explorer in cell {c.get('id')} is saved without its output"
         for o in c.get("outputs", []):

@@ -171,6 +171,104 @@ def test_attention_explorer_text_display_is_stable(model_attention):
     assert a == b and "layer 0" in a
 
 
+def test_attention_explorer_opens_on_the_view_asked_for(model_attention):
+    attention, src_tokens, tgt_tokens = model_attention
+    explorer = viz.attention_explorer(attention, src_tokens, tgt_tokens, kind="cross", layer=-1, head=1)
+    c = explorer.controls
+    assert (c["kind"].value, c["layer"].value, c["head"].value) == ("cross", 1, 1)
+    np.testing.assert_allclose(explorer.current_matrix(), attention["cross"][1][0, 1, :4, :5].numpy())
+    assert "cross-attention" in explorer.describe() and "layer 1" in explorer.describe()
+    for bad in ({"kind": "crossed"}, {"kind": "cross", "layer": 2}, {"kind": "cross", "layer": -3}, {"head": 4}):
+        with pytest.raises(ValueError):
+            viz.attention_explorer(attention, src_tokens, tgt_tokens, **bad)
+
+
+def test_attention_explorer_labels_rows_by_what_a_step_writes(model_attention):
+    attention, src_tokens, _ = model_attention
+    writes = [["a", "dog", "runs", "<eos>"], ["two", "<eos>"]]
+    reads = [["<bos>", "a", "dog", "runs"], ["<bos>", "two"]]
+    explorer = viz.attention_explorer(attention, src_tokens, writes, tgt_inputs=reads, kind="decoder_self")
+    assert explorer.current_tokens() == (writes[0], reads[0])  # rows: the word written; columns: what is read
+    ax = explorer.figure.axes[0]
+    assert "writes" in ax.get_ylabel() and "reads" in ax.get_xlabel()
+    explorer.controls["kind"].value = "cross"
+    assert explorer.current_tokens() == (writes[0], src_tokens[0])
+    assert "writes" in explorer.figure.axes[0].get_ylabel()
+
+
+def _word_vocab(words):
+    from transformer_lessons.data import SPECIALS, Vocab
+
+    return Vocab([*SPECIALS, *words])
+
+
+@pytest.fixture(scope="module")
+def random_translator_parts():
+    torch.manual_seed(0)
+    src_vocab = _word_vocab(["Ein", "Mann", "fährt", "Fahrrad", ".", "Zwei", "Hunde", "spielen"])
+    tgt_vocab = _word_vocab(["A", "man", "rides", "a", "bike", ".", "Two", "dogs", "play"])
+    config = PRESETS["tiny"].replace(max_len=32)
+    model = Transformer(config, len(src_vocab), len(tgt_vocab)).eval()
+    return model, src_vocab, tgt_vocab
+
+
+def test_translator_translates_the_text_box_and_follows_it(random_translator_parts):
+    from transformer_lessons.decode import translate
+
+    model, src_vocab, tgt_vocab = random_translator_parts
+    t = viz.translator(model, src_vocab, tgt_vocab, sentence="Ein Mann fährt Fahrrad.", beam_size=1)
+    expected = translate(model, "Ein Mann fährt Fahrrad.", src_vocab=src_vocab, tgt_vocab=tgt_vocab)
+    assert t.translation == expected and t.beam_size == 1 and t.controls["beam"].disabled
+    assert t.stepper is not None and t.stepper.src_tokens == ["Ein", "Mann", "fährt", "Fahrrad", ".", "<eos>"]
+    first_png = t.stepper._png
+    t.controls["text"].value = "Zwei Hunde spielen."  # what typing and Enter do in the browser
+    assert t.translation == translate(model, "Zwei Hunde spielen.", src_vocab=src_vocab, tgt_vocab=tgt_vocab)
+    assert t.stepper.src_tokens == ["Zwei", "Hunde", "spielen", ".", "<eos>"] and t.stepper._png != first_png
+    assert t.stepper.layer == model.config.n_layers - 1  # the word-by-word view opens on the last layer
+    assert "Zwei Hunde spielen." in t.describe()
+    assert "English" in t.result.value
+
+
+def test_translator_switches_to_beam_search_and_keeps_the_chosen_head(random_translator_parts):
+    from transformer_lessons.decode import translate
+
+    model, src_vocab, tgt_vocab = random_translator_parts
+    t = viz.translator(model, src_vocab, tgt_vocab, sentence="Zwei Hunde spielen.", beam_size=1)
+    t.stepper.controls["head"].value = 2
+    t.controls["decoding"].value = "beam"
+    t.controls["beam"].value = 3
+    assert t.beam_size == 3 and not t.controls["beam"].disabled
+    assert t.translation == translate(model, "Zwei Hunde spielen.", beam_size=3, src_vocab=src_vocab, tgt_vocab=tgt_vocab)
+    assert t.stepper.head == 2  # a new sentence or decoding keeps the learner's view
+    assert "beam 3" in t.result.value
+
+
+def test_translator_answers_awkward_input_in_the_widget(random_translator_parts):
+    model, src_vocab, tgt_vocab = random_translator_parts
+    t = viz.translator(model, src_vocab, tgt_vocab, sentence="   ")
+    assert t.translation == "" and t.stepper is None and "Type a German sentence" in t.result.value
+    t.controls["text"].value = "Ein Xylophon ."
+    assert "never seen" in t.result.value and "Xylophon" in t.result.value
+    t.controls["text"].value = " ".join(["Ein Mann ."] * 20)  # 60 tokens, more than max_len 32
+    assert "only their first" in t.result.value and t.translation is not None
+    t.model = "not a model"  # anything that fails inside translate is shown, never raised
+    t.controls["text"].value = "Ein Mann ."
+    assert "could not translate" in t.result.value and t.stepper is None
+    with pytest.raises(ValueError, match="beam_size"):
+        viz.translator(model, src_vocab, tgt_vocab, beam_size=0)
+    with pytest.raises(TypeError):
+        viz.translator(model, src_vocab, tgt_vocab, sentence=42)
+
+
+def test_translator_static_display_carries_the_picture(random_translator_parts):
+    import base64
+
+    model, src_vocab, tgt_vocab = random_translator_parts
+    bundle = viz.translator(model, src_vocab, tgt_vocab, sentence="Ein Mann .", beam_size=1)._repr_mimebundle_()
+    assert base64.b64decode(bundle["image/png"]).startswith(b"\x89PNG")
+    assert "Ein Mann ." in bundle["text/plain"]
+
+
 def test_positional_encoding_explorer_follows_its_sliders():
     explorer = viz.positional_encoding_explorer(max_len=30, d_model=16)
     pe = sinusoidal_positional_encoding(30, 16).numpy()
@@ -284,3 +382,10 @@ def test_generation_stepper_escapes_tokens_and_lines_bars_up_with_the_heatmap():
     np.testing.assert_allclose([b.get_x() + b.get_width() / 2 for b in bars], [0.5, 1.5, 2.5])  # heatmap column centres
     with pytest.raises(ValueError, match="one sentence"):
         viz.generation_stepper(list("wxy"), list("abc"), _random_attention(2, 2, 3, 4))
+
+
+def test_plot_heads_names_its_axes_as_asked():
+    weights = _random_attention(2, 3, 4)
+    fig = viz.plot_heads(weights, x_labels=list("abcd"), y_labels=list("xyz"), ylabel="step: the word it writes", xlabel="source")
+    assert fig.axes[0].get_ylabel() == "step: the word it writes" and fig.axes[0].get_xlabel() == "source"
+    assert viz.plot_heads(weights).axes[0].get_ylabel() == "queries"

@@ -31,6 +31,7 @@ import base64
 import html
 import io
 import math
+import warnings
 from typing import Callable, Mapping, Sequence
 
 import ipywidgets as widgets
@@ -43,6 +44,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
+from transformer_lessons.decode import translate as _translate
 from transformer_lessons.layers import sinusoidal_positional_encoding
 
 __all__ = [
@@ -56,6 +58,7 @@ __all__ = [
     "plot_mask",
     "plot_positional_encoding",
     "positional_encoding_explorer",
+    "translator",
 ]
 
 ATTENTION_CMAP = "viridis"  # perceptually uniform: equal steps in weight look like equal steps in colour
@@ -64,6 +67,7 @@ ALLOWED_COLOR = "#2a7f62"  # mask cells that may attend (dark, so the pattern re
 BLOCKED_COLOR = "#e4e4e4"
 HIGHLIGHT_COLOR = "#e8590c"  # the selected row/column/step in widgets
 MEAN_OF_HEADS = "mean"  # value of the head control that averages the heads
+MAX_WIDGET_BEAM = 8  # the translator's beam slider: beyond ~8 beams Multi30k gains nothing and a CPU waits
 WIDGET_DPI = 80  # PNGs shown by widgets: sharp enough on screen, small in the .ipynb
 
 KIND_LABELS = {
@@ -275,13 +279,16 @@ def plot_attention(
     return ax
 
 
-def plot_heads(weights, x_labels=None, y_labels=None, title: str | None = None) -> Figure:
+def plot_heads(weights, x_labels=None, y_labels=None, title: str | None = None, *,
+               xlabel: str = "keys", ylabel: str = "queries") -> Figure:
     """One heatmap per head, side by side, on one shared 0..1 colour scale.
 
     Args:
         weights: ``(H, T, S)`` (or ``(1, H, T, S)``), one matrix per head.
         x_labels: ``S`` key tokens; y_labels: ``T`` query tokens.
         title: optional figure title.
+        xlabel, ylabel: the axis titles, e.g. ``ylabel="step: the word it writes"``
+            for a translation's cross-attention.
 
     Returns:
         The Figure; its first ``H`` axes are the heads, in order.
@@ -304,7 +311,7 @@ def plot_heads(weights, x_labels=None, y_labels=None, title: str | None = None) 
         row, col = divmod(h, ncols)
         _draw_attention(
             ax, heads[h], x_labels, y_labels, cbar=False,
-            xlabel="keys" if row == nrows - 1 else None, ylabel="queries" if col == 0 else None,
+            xlabel=xlabel if row == nrows - 1 else None, ylabel=ylabel if col == 0 else None,
         )
         if col > 0:  # the tokens are the same in every panel: label the first column only
             ax.set_yticklabels([])
@@ -602,14 +609,26 @@ class AttentionExplorer(_FigureWidget):
 
     _kind_name = "attention explorer"
 
-    def __init__(self, attention, src_tokens, tgt_tokens=None, title: str | None = None):
+    def __init__(self, attention, src_tokens, tgt_tokens=None, title: str | None = None, *, tgt_inputs=None,
+                 kind: str | None = None, layer: int = 0, head=MEAN_OF_HEADS):
         self._layers = _attention_layers(attention)
         first = next(iter(self._layers.values()))[0]
         batch = first.shape[0]
         self._src = _token_batch(src_tokens, batch, "src_tokens")
         self._tgt = _token_batch(tgt_tokens, batch, "tgt_tokens") if tgt_tokens is not None else self._src
+        self._tgt_in = _token_batch(tgt_inputs, batch, "tgt_inputs") if tgt_inputs is not None else None
         self._title = title
-        self._state = {"kind": next(iter(self._layers)), "layer": 0, "head": MEAN_OF_HEADS, "sentence": 0}
+        kind = next(iter(self._layers)) if kind is None else kind
+        if kind not in self._layers:
+            raise ValueError(f"kind={kind!r} is not in the attention given; it holds {', '.join(map(repr, self._layers))}")
+        n_layers = len(self._layers[kind])
+        if not -n_layers <= layer < n_layers:
+            raise ValueError(f"layer={layer} is out of range: {kind!r} has {n_layers} layer(s) (negative counts from the last)")
+        layer %= n_layers
+        n_heads0 = self._layers[kind][layer].shape[1]
+        if head != MEAN_OF_HEADS and not (isinstance(head, int) and 0 <= head < n_heads0):
+            raise ValueError(f"head={head!r} must be {MEAN_OF_HEADS!r} or a head index below {n_heads0}")
+        self._state = {"kind": kind, "layer": layer, "head": head, "sentence": 0}
         max_heads = max(a.shape[1] for arrays in self._layers.values() for a in arrays)
         max_layers = max(len(arrays) for arrays in self._layers.values())
 
@@ -621,10 +640,10 @@ class AttentionExplorer(_FigureWidget):
                 description="attention", style=style, layout=widgets.Layout(width="380px"),
             )
         if max_layers > 1:
-            controls["layer"] = widgets.IntSlider(value=0, min=0, max=len(self._layers[self._state["kind"]]) - 1,
+            controls["layer"] = widgets.IntSlider(value=layer, min=0, max=n_layers - 1,
                                                   description="layer", style=style, continuous_update=False)
         if max_heads > 1:
-            controls["head"] = widgets.Dropdown(options=_head_options(first.shape[1]), value=MEAN_OF_HEADS,
+            controls["head"] = widgets.Dropdown(options=_head_options(n_heads0), value=head,
                                                 description="head", style=style)
         if batch > 1:
             controls["sentence"] = widgets.IntSlider(value=0, min=0, max=batch - 1, description="sentence",
@@ -639,8 +658,8 @@ class AttentionExplorer(_FigureWidget):
         tgt = self._tgt[b]
         if kind == "encoder":
             return src, src
-        if kind == "decoder_self":
-            return tgt, tgt
+        if kind == "decoder_self":  # rows: the step (what it writes); columns: what each position reads
+            return tgt, (self._tgt_in[b] if self._tgt_in is not None else tgt)
         return tgt, src  # cross-attention, or a single tensor: target rows over source columns
 
     def _before_draw(self) -> None:
@@ -700,6 +719,10 @@ class AttentionExplorer(_FigureWidget):
             "encoder": ("source tokens (keys)", "source tokens (queries)"),
             "decoder_self": ("target tokens (keys)", "target tokens (queries)"),
         }.get(kind, ("source tokens (keys)", "target tokens (queries)"))
+        if self._tgt_in is not None and kind in ("decoder_self", "cross"):  # rows say which convention: what a step writes
+            ylabel = "step: the token it writes (queries)"
+            if kind == "decoder_self":
+                xlabel = "the tokens it reads (keys)"
         if kind not in KIND_LABELS and self._tgt is self._src:
             xlabel, ylabel = "keys", "queries"
         fig = _widget_figure(*_heatmap_size(*matrix.shape))
@@ -709,7 +732,8 @@ class AttentionExplorer(_FigureWidget):
         return fig
 
 
-def attention_explorer(attention, src_tokens, tgt_tokens=None, title: str | None = None) -> AttentionExplorer:
+def attention_explorer(attention, src_tokens, tgt_tokens=None, title: str | None = None, *, tgt_inputs=None,
+                       kind: str | None = None, layer: int = 0, head=MEAN_OF_HEADS) -> AttentionExplorer:
     """Interactive heatmap of attention weights: pick kind, layer, head and sentence.
 
     Args:
@@ -724,6 +748,15 @@ def attention_explorer(attention, src_tokens, tgt_tokens=None, title: str | None
             ``decoder_self`` and ``cross`` (and the rows of a single tensor).
             Default: ``src_tokens``.
         title: optional prefix of the heatmap title.
+        tgt_inputs: for a translation, the tokens the decoder *reads* at each
+            step (``<bos>`` and the words so far), while ``tgt_tokens`` are the
+            words each step *writes*. Given, the rows of ``decoder_self`` and
+            ``cross`` are labelled by what the step writes (the convention of
+            :func:`generation_stepper` and :func:`translator`), the columns of
+            ``decoder_self`` by what the positions read, and the axis labels say so.
+        kind, layer, head: the view to open on (default: the first kind,
+            layer 0, mean of heads); ``layer=-1`` is the last layer. A trained
+            translator is best met on ``kind="cross", layer=-1``.
 
     Returns:
         A ``VBox``: controls (``attention`` kind, ``layer``, ``head`` with
@@ -734,7 +767,7 @@ def attention_explorer(attention, src_tokens, tgt_tokens=None, title: str | None
         ``.current_matrix()`` (the 2-D array shown), ``.current_tokens()``,
         ``.figure``.
     """
-    return AttentionExplorer(attention, src_tokens, tgt_tokens, title)
+    return AttentionExplorer(attention, src_tokens, tgt_tokens, title, tgt_inputs=tgt_inputs, kind=kind, layer=layer, head=head)
 
 
 class PositionalEncodingExplorer(_FigureWidget):
@@ -938,7 +971,7 @@ class GenerationStepper(_FigureWidget):
         ax_bar.tick_params(labelbottom=False)
         ax_bar.grid(alpha=0.3, axis="y")
         _draw_attention(ax_heat, matrix, self.src_tokens, self.tgt_tokens, cbar=False,
-                        xlabel="source words (keys)", ylabel="generated words")
+                        xlabel="source words (keys)", ylabel="step: the word it writes")
         ax_heat.set_aspect("auto")
         ax_heat.add_patch(Rectangle((0, t), S, 1, fill=False, edgecolor=HIGHLIGHT_COLOR, linewidth=2.5))
         return fig
@@ -968,3 +1001,138 @@ def generation_stepper(src_tokens, tgt_tokens, cross_attention, title: str | Non
         ``.current_prefix()``, ``.figure``.
     """
     return GenerationStepper(src_tokens, tgt_tokens, cross_attention, title)
+
+
+class Translator(widgets.VBox):
+    """Widget returned by :func:`translator`."""
+
+    def __init__(self, model, src_vocab, tgt_vocab, sentence: str = "", beam_size: int = 4,
+                 length_penalty: float = 0.6, title: str | None = None):
+        if not isinstance(sentence, str):
+            raise TypeError(f"sentence must be a str, got {type(sentence).__name__}")
+        if not 1 <= beam_size <= MAX_WIDGET_BEAM:
+            raise ValueError(f"beam_size must be between 1 (greedy) and {MAX_WIDGET_BEAM}, got {beam_size}")
+        super().__init__()
+        self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
+        self.length_penalty = length_penalty
+        self._title = title
+        style = {"description_width": "70px"}
+        self.controls: dict[str, widgets.Widget] = {
+            "text": widgets.Text(value=sentence, placeholder="Ein Hund rennt über eine Wiese.", description="German",
+                                 continuous_update=False, style=style, layout=widgets.Layout(width="600px")),
+            "decoding": widgets.ToggleButtons(options=[("greedy", "greedy"), ("beam search", "beam")],
+                                              value="greedy" if beam_size == 1 else "beam", description="decoding", style=style),
+            "beam": widgets.IntSlider(value=max(beam_size, 2), min=2, max=MAX_WIDGET_BEAM, description="beam size",
+                                      style=style, continuous_update=False, disabled=beam_size == 1),
+        }
+        self.button = widgets.Button(description="Translate", button_style="primary", icon="language")
+        self.result = widgets.HTML()
+        self.view = widgets.VBox()  # the word-by-word view of the last translation
+        self.stepper: GenerationStepper | None = None
+        self.translation = ""
+        self.details: dict | None = None
+        self.children = [self.controls["text"], widgets.HBox([self.controls["decoding"], self.controls["beam"]]),
+                         self.button, self.result, self.view]
+        for control in self.controls.values():
+            control.observe(self._on_change, names="value")
+        self.button.on_click(lambda _button: self.translate())
+        self.translate()
+
+    @property
+    def beam_size(self) -> int:
+        return 1 if self.controls["decoding"].value == "greedy" else self.controls["beam"].value
+
+    def _on_change(self, _change=None) -> None:
+        self.controls["beam"].disabled = self.controls["decoding"].value == "greedy"
+        self.translate()
+
+    def _show(self, message: str, color: str = "#444") -> None:
+        self.result.value = f"<div style='font-size:1.05em;color:{color};margin:0.4em 0'>{message}</div>"
+
+    def translate(self) -> str:
+        """Translate the text box with the chosen decoding; update the translation and the views."""
+        sentence = self.controls["text"].value
+        self.translation, self.details = "", None
+        if not sentence.strip():
+            self.stepper, self.view.children = None, ()
+            self._show("Type a German sentence above and press Enter (or <b>Translate</b>).")
+            return ""
+        keep = self._view_choice()
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                text, details = _translate(self.model, sentence, beam_size=self.beam_size, src_vocab=self.src_vocab,
+                                          tgt_vocab=self.tgt_vocab, return_attention=True, length_penalty=self.length_penalty)
+        except Exception as error:  # a widget shows the problem; it never leaves a traceback in the notebook
+            self.stepper, self.view.children = None, ()
+            self._show(f"could not translate: {html.escape(str(error))}", color="#c92a2a")
+            return ""
+        self.translation, self.details = text, details
+        notes = [html.escape(str(w.message)) for w in caught]
+        unknown = [t for t in details["src_tokens"][:-1] if t not in self.src_vocab]
+        if unknown:
+            notes.append("never seen in training, read as &lt;unk&gt;: " + ", ".join(html.escape(t) for t in unknown))
+        method = "greedy" if self.beam_size == 1 else f"beam {self.beam_size}"
+        self._show(f"<b>English</b> ({method}): <span style='font-size:1.2em'><b>{html.escape(text) or '(nothing)'}</b></span>"
+                   + "".join(f"<br><small style='color:#9c5700'>{note}</small>" for note in notes))
+        if details["cross_attention"] is None:
+            self.stepper, self.view.children = None, ()
+        else:
+            self.stepper = GenerationStepper(details["src_tokens"], details["tgt_tokens"], details["cross_attention"], title=self._title)
+            self._restore_view_choice(keep)
+            self.view.children = (self.stepper,)
+        return text
+
+    def _view_choice(self) -> dict:
+        if self.stepper is None:
+            return {}
+        return {name: self.stepper.controls[name].value for name in ("layer", "head") if name in self.stepper.controls}
+
+    def _restore_view_choice(self, choice: dict) -> None:
+        """Keep the layer and head the learner picked when the next sentence is translated."""
+        for name, value in choice.items():
+            control = self.stepper.controls.get(name)
+            if control is not None:
+                control.value = value
+
+    def describe(self) -> str:
+        sentence = self.controls["text"].value
+        head = f"{self._title}: " if self._title else ""
+        if not self.translation:
+            return head + "translator (type a German sentence)"
+        return head + f"{sentence!r} -> {self.translation!r}"
+
+    def _repr_mimebundle_(self, **kwargs):
+        data = super()._repr_mimebundle_(**kwargs) or {}
+        data["text/plain"] = self.describe()  # stable text for nbval; the picture for viewers without live widgets
+        if self.stepper is not None and self.stepper._png:
+            data["image/png"] = base64.b64encode(self.stepper._png).decode("ascii")
+        return data
+
+
+def translator(model, src_vocab, tgt_vocab, sentence: str = "Ein Mann fährt Fahrrad.", beam_size: int = 4,
+               length_penalty: float = 0.6, title: str | None = None) -> Translator:
+    """Type a German sentence, get its English translation and see where each word looked.
+
+    Args:
+        model: a trained :class:`~transformer_lessons.model.Transformer` (eval mode).
+        src_vocab, tgt_vocab: its vocabularies.
+        sentence: the sentence in the text box at first.
+        beam_size: 1 for greedy decoding, else beam search with this many beams
+            (at most ``MAX_WIDGET_BEAM``); the learner can change both.
+        length_penalty: GNMT ``α`` for beam search (paper §6.1: 0.6).
+        title: optional prefix of the figure title.
+
+    Returns:
+        A ``VBox``: a text box (``Enter`` translates), greedy or beam search
+        and the beam size, a Translate button, the English translation (with a
+        note for words the model never saw and for over-long input), and the
+        word-by-word view of :func:`generation_stepper`: for each written word,
+        where the cross-attention of the chosen layer (default the last) and
+        head looked in the German, above the whole cross-attention heatmap.
+        Rows are the words each step *writes*. For tests: ``.controls`` (``text``,
+        ``decoding``, ``beam``), ``.translate()``, ``.translation``,
+        ``.details`` (what ``translate(..., return_attention=True)`` returned),
+        ``.stepper``.
+    """
+    return Translator(model, src_vocab, tgt_vocab, sentence, beam_size, length_penalty, title)
