@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from test_pretrained import no_course_model_anywhere, write_fake_course_model
 from test_train import toy_corpus
 from transformer_lessons.__main__ import main
 
@@ -59,9 +61,11 @@ def test_train_translate_evaluate_on_a_saved_corpus(tmp_path, toy_corpus_file, c
 def test_user_errors_exit_2_with_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)  # no runs/ here
     monkeypatch.delenv("TRANSFORMER_LESSONS_RUNS", raising=False)
+    no_course_model_anywhere(monkeypatch, tmp_path)  # and the course's model can be neither found nor downloaded
     assert main(["translate", "Ein Mann."]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: no checkpoint given") and "train --preset quick" in err and err.count("\n") == 1
+    assert "could not download the course's model" in err and "TRANSFORMER_LESSONS_MODEL=" in err
     assert main(["evaluate", "--checkpoint", "missing.pt"]) == 2
     assert "no checkpoint at missing.pt" in capsys.readouterr().err
     (tmp_path / "broken.pt").write_text("garbage")
@@ -73,6 +77,27 @@ def test_user_errors_exit_2_with_one_line(tmp_path, monkeypatch, capsys):
     assert main(["train", "--corpus", "nope.json.gz"]) == 2
     assert "no corpus file" in capsys.readouterr().err
     assert main([]) == 2
+
+
+def test_without_a_checkpoint_translate_uses_a_run_else_the_course_model(tmp_path, monkeypatch, capsys):
+    from transformer_lessons import pretrained
+
+    monkeypatch.chdir(tmp_path)  # no runs/ here
+    monkeypatch.delenv("TRANSFORMER_LESSONS_RUNS", raising=False)
+    internet = no_course_model_anywhere(monkeypatch, tmp_path)
+    fake = write_fake_course_model(tmp_path / "clone" / pretrained.COURSE_MODEL_PATH)
+    monkeypatch.setattr(pretrained, "COURSE_MODEL_SHA256", hashlib.sha256(fake).hexdigest())
+    assert main(["translate", "ein hund .", "eine frau .", "--beam", "1", "--device", "cpu"]) == 0
+    out, err = capsys.readouterr()
+    assert len(out.split("\n")[:-1]) == 2, "stdout holds the translations only"
+    assert err == f"using the course's model {Path('clone') / pretrained.COURSE_MODEL_PATH} (sha256 {hashlib.sha256(fake).hexdigest()[:8]}…)\n"
+    assert internet.calls == []
+
+    (tmp_path / "runs" / "cpu").mkdir(parents=True)  # a run of your own comes first
+    (tmp_path / "runs" / "cpu" / "best.pt").write_bytes(fake)
+    assert main(["translate", "ein hund .", "--beam", "1", "--device", "cpu"]) == 0
+    out, err = capsys.readouterr()
+    assert err == f"using {Path('runs') / 'cpu' / 'best.pt'}\n" and out.count("\n") == 1
 
 
 def test_an_unreadable_last_checkpoint_is_a_user_error(tmp_path, toy_corpus_file, capsys):

@@ -19,6 +19,10 @@ import sys
 from pathlib import Path
 
 EXIT_USER_ERROR = 2
+DEFAULT_MODEL_HELP = (
+    "default: runs/<mode>/best.pt, then the other presets' best.pt, else the course's trained model: "
+    "committed in the repository, downloaded once where there is no clone, replaced by $TRANSFORMER_LESSONS_MODEL"
+)
 
 
 class UserError(Exception):
@@ -80,12 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("translate", help="translate German sentences", description="Translate German sentences into English.")
     p.add_argument("sentences", nargs="+", help="German sentences (quote each one)")
-    p.add_argument("--checkpoint", metavar="PATH", help="a checkpoint (default: runs/<mode>/best.pt, then the other preset's)")
+    p.add_argument("--checkpoint", metavar="PATH", help=f"a checkpoint ({DEFAULT_MODEL_HELP})")
     p.add_argument("--beam", type=int, default=4, help="beam size (default 4; 1 = greedy)")
     p.add_argument("--device", help="cpu or cuda (default: cuda if available)")
 
     p = sub.add_parser("evaluate", help="BLEU of a checkpoint on a Multi30k split", description="Translate a split and print sacreBLEU (with its signature).")
-    p.add_argument("--checkpoint", metavar="PATH", help="the checkpoint to score (default as for translate)")
+    p.add_argument("--checkpoint", metavar="PATH", help=f"the checkpoint to score ({DEFAULT_MODEL_HELP})")
     p.add_argument("--split", default="test_2016_flickr", help="Multi30k split (default test_2016_flickr)")
     _add_data_args(p)
     p.add_argument("--beam", type=int, default=4, help="beam size (default 4, the paper's; 1 = greedy)")
@@ -98,18 +102,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _default_checkpoint() -> Path:
+    """``runs/<mode>/best.pt``, then another preset's, else the course's trained model; says which on stderr."""
     from transformer_lessons.config import compute_mode
+    from transformer_lessons.pretrained import PretrainedError, course_model_file, describe
     from transformer_lessons.train import default_out_dir
 
     mode = compute_mode()
-    candidates = [default_out_dir(name) / "best.pt" for name in (mode, "full" if mode == "quick" else "quick")]
+    names = dict.fromkeys((mode, "full" if mode == "quick" else "quick", "cpu"))  # in order, without repeats
+    candidates = [default_out_dir(name) / "best.pt" for name in names]
     for path in candidates:
         if path.is_file():
+            print(f"using {path}", file=sys.stderr)
             return path
-    raise UserError(
-        f"no checkpoint given and none found at {' or '.join(map(str, candidates))}; "
-        "train one with: python -m transformer_lessons train --preset quick   (or pass --checkpoint PATH)"
-    )
+    try:
+        path = course_model_file()
+    except PretrainedError as err:
+        raise UserError(f"no checkpoint given, none found at {' or '.join(map(str, candidates))}, and {err}") from err
+    print(f"using {describe(path)}", file=sys.stderr)
+    return path
 
 
 def _checkpoint(arg: str | None) -> Path:
