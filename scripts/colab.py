@@ -69,8 +69,9 @@ RAW_FIGURE = re.compile(rf"{re.escape(RAW_HOST)}/[\w.-]+/[\w.-]+/[\w.-]+/({FIGUR
 # Colab ships torch, numpy, matplotlib, seaborn, ipywidgets, spacy and tqdm;
 # these are the course's dependencies it does not ship (installed at the pinned version).
 MISSING_ON_COLAB = ("sacrebleu",)
-# Notebooks that train a real model: on Colab their setup cell asks for a GPU runtime.
-GPU_RECOMMENDED = ("11_",)
+# Notebooks that can train a real model but open on the course's trained one: their setup cell
+# says that any runtime works and a GPU only speeds up training your own.
+GPU_OPTIONAL = ("11_",)
 
 
 class CourseConfigError(RuntimeError):
@@ -170,12 +171,13 @@ def setup_source(rel_path: str, course: Course) -> str:
             raise CourseConfigError(f"{name} is not among the [project] dependencies of pyproject.toml")
         extras.append(course.pins[name])
     quoted = ", ".join(f'"{e}"' for e in extras)
-    gpu = Path(rel_path).name.startswith(GPU_RECOMMENDED)
+    gpu = Path(rel_path).name.startswith(GPU_OPTIONAL)
     lines = [
         "# On Google Colab this cell installs the course package; anywhere else it does nothing.",
     ]
     if gpu:
-        lines.append("# This notebook trains a model: on Colab pick a GPU (Runtime → Change runtime type).")
+        lines.append("# The course's trained model runs on any runtime; to train the full preset yourself (section 5),")
+        lines.append("# pick a GPU first (Runtime → Change runtime type).")
     lines += [
         "import sys",
         "",
@@ -191,13 +193,6 @@ def setup_source(rel_path: str, course: Course) -> str:
         "",
         "    output.enable_custom_widget_manager()  # the attention explorers are ipywidgets",
     ]
-    if gpu:
-        lines += [
-            "    import torch",
-            "",
-            "    if not torch.cuda.is_available():",
-            '        print("No GPU: training will be slow. Runtime → Change runtime type → GPU, then run all cells again.")',
-        ]
     return "\n".join(lines)
 
 
