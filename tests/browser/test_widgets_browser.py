@@ -134,11 +134,9 @@ def test_attention_explorer_renders_and_follows_the_head_dropdown(browser_page, 
         raise
 
 
-def _explore(lab_server, page, tmp_path) -> None:
-    started = time.monotonic()
-    name = _fresh_copy(lab_server.root_dir)
+def _open_and_run_all(page, lab_server, name: str) -> None:
+    """Open a notebook of the server's folder and run every cell the way a learner does."""
     page.goto(lab_server.lab_url(name), timeout=PAGE_LOAD_TIMEOUT_MS)
-
     # The notebook is loaded (all its cells, not the placeholder shown while loading) and
     # the status bar says its kernel is connected and idle: only then does Run All run.
     page.wait_for_function(
@@ -147,10 +145,14 @@ def _explore(lab_server, page, tmp_path) -> None:
         " && document.querySelectorAll('.jp-Notebook .jp-Cell').length > 1; }",
         timeout=KERNEL_READY_TIMEOUT_MS,
     )
-
-    # Run every cell the way a learner does: Run menu -> Run All Cells.
+    # Run menu -> Run All Cells.
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
     page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+
+
+def _explore(lab_server, page, tmp_path) -> None:
+    started = time.monotonic()
+    _open_and_run_all(page, lab_server, _fresh_copy(lab_server.root_dir))
 
     # The explorer appears with a real heatmap (a decoded PNG of some size).
     page.wait_for_selector(HEATMAP, state="visible", timeout=RUN_ALL_TIMEOUT_MS)
@@ -229,3 +231,90 @@ def test_learner_solution_is_folded_until_clicked(browser_page, lab_server, tmp_
         with contextlib.suppress(Exception):
             _save(page.screenshot(full_page=True), "failure_learner.png", tmp_path)
         raise
+
+
+# --- the translator: type a sentence, get a translation and a new heatmap ---------------------------------
+
+TRANSLATOR_NOTEBOOK = "translator.ipynb"
+TRANSLATOR = ".widget-vbox:has(.widget-text input):has(.widget-output)"
+TRANSLATOR_HEATMAP = f"{TRANSLATOR} .widget-output img"
+TRANSLATION = f"{TRANSLATOR} .widget-html-content"
+FIRST_SENTENCE = "Ein Mann fährt Fahrrad."
+TYPED_SENTENCE = "Zwei kleine Hunde spielen im Schnee."
+
+
+def _translator_notebook(target_dir) -> str:
+    """The translator of notebook 11 on the course's committed model, in a notebook of its own (seconds to run)."""
+    source = nbformat.read(ROOT / "notebooks" / "11_german_english_model.ipynb", as_version=4)
+    assert any("viz.translator(" in c.source for c in source.cells if c.cell_type == "code"), "notebook 11 no longer has the translator"
+    nb = nbformat.v4.new_notebook()
+    nb.metadata = source.metadata
+    nb.cells = [
+        nbformat.v4.new_code_cell("from transformer_lessons import viz\nfrom transformer_lessons.pretrained import load_course_model\n"
+                                  "course = load_course_model()"),
+        nbformat.v4.new_code_cell(f"viz.translator(course.model, course.src_vocab, course.tgt_vocab, sentence={FIRST_SENTENCE!r}, beam_size=4)"),
+    ]
+    nbformat.write(nb, target_dir / TRANSLATOR_NOTEBOOK)
+    return TRANSLATOR_NOTEBOOK
+
+
+def _translation_text(page) -> str:
+    texts = page.locator(TRANSLATION).all_inner_texts()
+    return next((t for t in texts if "English" in t), "")
+
+
+def test_translator_follows_a_typed_sentence(browser_page, lab_server, tmp_path):
+    page = browser_page
+    try:
+        _open_and_run_all(page, lab_server, _translator_notebook(lab_server.root_dir))
+        page.wait_for_selector(TRANSLATOR_HEATMAP, state="visible", timeout=RUN_ALL_TIMEOUT_MS)
+        page.wait_for_function(
+            f"() => {{ const img = document.querySelector({TRANSLATOR_HEATMAP!r});"
+            " return img && img.complete && img.naturalWidth > 100; }",
+            timeout=REDRAW_TIMEOUT_MS,
+        )
+        translator = page.locator(TRANSLATOR).first
+        translator.scroll_into_view_if_needed()
+        first_text = _translation_text(page)
+        assert "bike" in first_text or "bicycle" in first_text, f"the course's model should translate {FIRST_SENTENCE!r}: {first_text!r}"
+        before = _heatmap_state_of(page, TRANSLATOR_HEATMAP)
+        shot_before = page.locator(TRANSLATOR_HEATMAP).first.screenshot()
+        _save(shot_before, "translator_heatmap_before.png", tmp_path)
+        _save(translator.screenshot(), "translator_before.png", tmp_path)
+        _cells(shot_before, "translator_heatmap_before.png")
+
+        # Type a sentence the way a learner does: click the box, replace the text, press Enter.
+        box = translator.locator(".widget-text input").first
+        box.click()
+        box.fill(TYPED_SENTENCE)
+        box.press("Enter")
+        page.wait_for_function(
+            f"(old) => {{ const img = document.querySelector({TRANSLATOR_HEATMAP!r});"
+            " return img && img.src !== old && img.complete && img.naturalWidth > 100; }",
+            arg=before["src"],
+            timeout=REDRAW_TIMEOUT_MS,
+        )
+        page.wait_for_function(
+            "(old) => [...document.querySelectorAll('.widget-html-content')].some(e => e.innerText.includes('English') && e.innerText !== old)",
+            arg=first_text,
+            timeout=REDRAW_TIMEOUT_MS,
+        )
+        second_text = _translation_text(page)
+        assert "dog" in second_text, f"the course's model should translate {TYPED_SENTENCE!r}: {second_text!r}"
+        shot_after = page.locator(TRANSLATOR_HEATMAP).first.screenshot()
+        _save(shot_after, "translator_heatmap_after.png", tmp_path)
+        _save(translator.screenshot(), "translator_after.png", tmp_path)
+        _cells(shot_after, "translator_heatmap_after.png")
+        after = _heatmap_state_of(page, TRANSLATOR_HEATMAP)
+        assert after["naturalWidth"] != before["naturalWidth"] or shot_after != shot_before  # a new sentence, a new picture
+        stderr = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").all_inner_texts()
+        assert not [t for t in stderr if "Traceback" in t or "Error" in t], stderr
+        print(f"browser test: translator {first_text!r} -> typed {TYPED_SENTENCE!r} -> {second_text!r}; screenshots in {ARTIFACTS}")
+    except BaseException:
+        with contextlib.suppress(Exception):
+            _save(page.screenshot(full_page=True), "failure_translator.png", tmp_path)
+        raise
+
+
+def _heatmap_state_of(page, selector: str) -> dict:
+    return page.eval_on_selector(selector, "img => ({src: img.src, width: img.clientWidth, naturalWidth: img.naturalWidth})")
