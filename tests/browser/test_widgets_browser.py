@@ -70,12 +70,22 @@ def _fresh_copy(target_dir) -> str:
     return NOTEBOOK
 
 
-def _heatmap_state(page) -> dict:
-    """src, rendered size and natural size of the explorer's heatmap image."""
+def _heatmap_state(page, selector: str = HEATMAP) -> dict:
+    """src, rendered size and natural size of a widget's heatmap image (default: the explorer's)."""
     return page.eval_on_selector(
-        HEATMAP,
+        selector,
         "img => ({src: img.src, width: img.clientWidth, height: img.clientHeight,"
         " naturalWidth: img.naturalWidth, complete: img.complete})",
+    )
+
+
+def _wait_for_image(page, selector: str, old_src: str | None = None) -> None:
+    """Wait until the image at ``selector`` is decoded and wider than 100 px (and, given ``old_src``, a new one)."""
+    page.wait_for_function(
+        f"(old) => {{ const img = document.querySelector({selector!r});"
+        " return img && img.src !== old && img.complete && img.naturalWidth > 100; }",
+        arg=old_src,
+        timeout=REDRAW_TIMEOUT_MS,
     )
 
 
@@ -156,11 +166,7 @@ def _explore(lab_server, page, tmp_path) -> None:
 
     # The explorer appears with a real heatmap (a decoded PNG of some size).
     page.wait_for_selector(HEATMAP, state="visible", timeout=RUN_ALL_TIMEOUT_MS)
-    page.wait_for_function(
-        f"() => {{ const img = document.querySelector({HEATMAP!r});"
-        " return img && img.complete && img.naturalWidth > 100 && img.clientHeight > 100; }",
-        timeout=REDRAW_TIMEOUT_MS,
-    )
+    _wait_for_image(page, HEATMAP)
     explorer = page.locator(EXPLORER).first
     explorer.scroll_into_view_if_needed()
     heatmap = page.locator(HEATMAP).first
@@ -179,12 +185,7 @@ def _explore(lab_server, page, tmp_path) -> None:
     selected = dropdown.evaluate("s => s.options[s.selectedIndex].text")
     other = next(text for text in options if text != selected)
     dropdown.select_option(label=other)
-    page.wait_for_function(
-        f"(old) => {{ const img = document.querySelector({HEATMAP!r});"
-        " return img && img.src !== old && img.complete && img.naturalWidth > 100; }",
-        arg=before["src"],
-        timeout=REDRAW_TIMEOUT_MS,
-    )
+    _wait_for_image(page, HEATMAP, old_src=before["src"])
     after = _heatmap_state(page)
     shot_after = heatmap.screenshot()
     _save(shot_after, "heatmap_after.png", tmp_path)
@@ -268,16 +269,12 @@ def test_translator_follows_a_typed_sentence(browser_page, lab_server, tmp_path)
     try:
         _open_and_run_all(page, lab_server, _translator_notebook(lab_server.root_dir))
         page.wait_for_selector(TRANSLATOR_HEATMAP, state="visible", timeout=RUN_ALL_TIMEOUT_MS)
-        page.wait_for_function(
-            f"() => {{ const img = document.querySelector({TRANSLATOR_HEATMAP!r});"
-            " return img && img.complete && img.naturalWidth > 100; }",
-            timeout=REDRAW_TIMEOUT_MS,
-        )
+        _wait_for_image(page, TRANSLATOR_HEATMAP)
         translator = page.locator(TRANSLATOR).first
         translator.scroll_into_view_if_needed()
         first_text = _translation_text(page)
         assert "bike" in first_text or "bicycle" in first_text, f"the course's model should translate {FIRST_SENTENCE!r}: {first_text!r}"
-        before = _heatmap_state_of(page, TRANSLATOR_HEATMAP)
+        before = _heatmap_state(page, TRANSLATOR_HEATMAP)
         shot_before = page.locator(TRANSLATOR_HEATMAP).first.screenshot()
         _save(shot_before, "translator_heatmap_before.png", tmp_path)
         _save(translator.screenshot(), "translator_before.png", tmp_path)
@@ -288,12 +285,7 @@ def test_translator_follows_a_typed_sentence(browser_page, lab_server, tmp_path)
         box.click()
         box.fill(TYPED_SENTENCE)
         box.press("Enter")
-        page.wait_for_function(
-            f"(old) => {{ const img = document.querySelector({TRANSLATOR_HEATMAP!r});"
-            " return img && img.src !== old && img.complete && img.naturalWidth > 100; }",
-            arg=before["src"],
-            timeout=REDRAW_TIMEOUT_MS,
-        )
+        _wait_for_image(page, TRANSLATOR_HEATMAP, old_src=before["src"])
         page.wait_for_function(
             "(old) => [...document.querySelectorAll('.widget-html-content')].some(e => e.innerText.includes('English') && e.innerText !== old)",
             arg=first_text,
@@ -305,7 +297,7 @@ def test_translator_follows_a_typed_sentence(browser_page, lab_server, tmp_path)
         _save(shot_after, "translator_heatmap_after.png", tmp_path)
         _save(translator.screenshot(), "translator_after.png", tmp_path)
         _cells(shot_after, "translator_heatmap_after.png")
-        after = _heatmap_state_of(page, TRANSLATOR_HEATMAP)
+        after = _heatmap_state(page, TRANSLATOR_HEATMAP)
         assert after["naturalWidth"] != before["naturalWidth"] or shot_after != shot_before  # a new sentence, a new picture
         stderr = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").all_inner_texts()
         assert not [t for t in stderr if "Traceback" in t or "Error" in t], stderr
@@ -315,6 +307,3 @@ def test_translator_follows_a_typed_sentence(browser_page, lab_server, tmp_path)
             _save(page.screenshot(full_page=True), "failure_translator.png", tmp_path)
         raise
 
-
-def _heatmap_state_of(page, selector: str) -> dict:
-    return page.eval_on_selector(selector, "img => ({src: img.src, width: img.clientWidth, naturalWidth: img.naturalWidth})")
