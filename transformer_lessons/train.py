@@ -37,143 +37,13 @@ from torch import nn
 
 from transformer_lessons.attention import MultiHeadAttention
 from transformer_lessons.config import ModelConfig, compute_mode
+from transformer_lessons.errors import CheckpointError, DivergedError
+from transformer_lessons.loss import LabelSmoothingLoss, smoothed_targets
 from transformer_lessons.model import Transformer
+from transformer_lessons.schedule import noam_rate, noam_scheduler
 
 if TYPE_CHECKING:  # data.py imports nothing heavy, but the loop needs it only when it runs
     from transformer_lessons.data import Corpus, Vocab
-
-# --------------------------------------------------------------------------------------
-# 1. Label smoothing (paper §5.4)
-# --------------------------------------------------------------------------------------
-
-
-def smoothed_targets(target: torch.Tensor, vocab_size: int, pad_id: int, smoothing: float = 0.1) -> torch.Tensor:
-    """The distribution the model is trained to predict at each position.
-
-    Paper §5.4: "we employed label smoothing of value ε_ls = 0.1. This hurts
-    perplexity, as the model learns to be more unsure, but improves accuracy
-    and BLEU score." The true token gets ``1 - ε``; the other ``ε`` is spread
-    evenly over the ``V - 2`` tokens that are neither the true one nor
-    ``<pad>`` (the model must never predict padding, so it gets 0). A position
-    whose target *is* padding is not a real position: its row is all zeros, so
-    it adds nothing to the loss.
-
-    This differs slightly from ``F.cross_entropy(..., label_smoothing=ε)``,
-    which gives ``ε / V`` to *every* class, the true one and ``<pad>`` included
-    (true token ``1 - ε + ε/V``). With ``V`` in the thousands the two are
-    almost the same; ours is the Annotated Transformer's.
-
-    Args:
-        target: LongTensor ``(...)`` of token ids, e.g. ``(B, T)``.
-        vocab_size: ``V``.
-        pad_id: id of ``<pad>``.
-        smoothing: ``ε``, between 0 and 1.
-
-    Returns:
-        FloatTensor ``(..., V)``; each non-pad row sums to 1.
-    """
-    if not 0.0 <= smoothing < 1.0:
-        raise ValueError(f"smoothing must be in [0, 1), got {smoothing}")
-    if vocab_size < 3:
-        raise ValueError(f"label smoothing needs at least 3 classes (the true one, <pad> and another), got vocab_size={vocab_size}")
-    dist = torch.full((*target.shape, vocab_size), smoothing / (vocab_size - 2), device=target.device)  # (..., V)
-    dist.scatter_(-1, target.unsqueeze(-1), 1.0 - smoothing)  # the true token
-    dist[..., pad_id] = 0.0  # never put mass on <pad>
-    return dist.masked_fill_((target == pad_id).unsqueeze(-1), 0.0)  # padding positions do not count
-
-
-class LabelSmoothingLoss(nn.Module):
-    """Cross-entropy against :func:`smoothed_targets`, averaged over real (non-pad) tokens.
-
-    ``loss = -Σ_v q_v log p_v`` with ``p = softmax(logits)`` and ``q`` the
-    smoothed targets. It is computed from ``log_softmax`` (never ``log`` of a
-    softmax, which is ``log 0 = -inf`` for a confident model) and without
-    building ``q`` (which would be ``(B, T, V)`` floats): because ``q`` is
-    uniform off the true token,
-    ``-Σ q log p = -(1-ε) log p_y - ε/(V-2) (Σ_v log p_v - log p_y - log p_pad)``.
-
-    The cross-entropy equals the KL divergence ``KL(q ‖ p)`` that the Annotated
-    Transformer minimises plus the entropy of ``q``, a constant: the gradients
-    are the same, but this loss is never below that constant (about 1.25 for
-    ``ε = 0.1`` and ``V = 10,000``), not 0. With ``smoothing=0`` it is exactly
-    ``F.cross_entropy(..., ignore_index=pad_id)``.
-
-    Args:
-        vocab_size: ``V``.
-        pad_id: id of ``<pad>`` (ignored as a target, never predicted).
-        smoothing: ``ε`` (paper: 0.1).
-
-    Shape:
-        logits ``(B, T, V)`` (or ``(N, V)``), target ``(B, T)`` (or ``(N,)``) -> scalar.
-    """
-
-    def __init__(self, vocab_size: int, pad_id: int, smoothing: float = 0.1):
-        super().__init__()
-        if not 0.0 <= smoothing < 1.0:
-            raise ValueError(f"smoothing must be in [0, 1), got {smoothing}")
-        self.vocab_size = vocab_size
-        self.pad_id = pad_id
-        self.smoothing = smoothing
-
-    def forward(self, logits: torch.Tensor, target: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
-        """Args: ``reduction`` is ``"mean"`` (per real token), ``"sum"`` or ``"none"`` (per position, 0 at padding)."""
-        if logits.size(-1) != self.vocab_size:
-            raise ValueError(f"logits have {logits.size(-1)} classes but the loss was built for vocab_size={self.vocab_size}")
-        # float32 even under bf16 autocast: the sum over 10k classes needs the precision.
-        log_p = F.log_softmax(logits.float(), dim=-1)  # (B, T, V)
-        true = log_p.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # (B, T): log p of the true token
-        eps = self.smoothing
-        loss = -(1.0 - eps) * true  # (B, T)
-        if eps > 0:
-            others = log_p.sum(-1) - true - log_p[..., self.pad_id]  # (B, T): Σ log p over the other non-pad tokens
-            loss = loss - eps / (self.vocab_size - 2) * others
-        real = target != self.pad_id  # (B, T)
-        loss = loss.masked_fill(~real, 0.0)
-        if reduction == "none":
-            return loss
-        if reduction == "sum":
-            return loss.sum()
-        if reduction == "mean":
-            return loss.sum() / real.sum().clamp(min=1)
-        raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
-
-
-# --------------------------------------------------------------------------------------
-# 2. Learning-rate schedule (paper §5.3)
-# --------------------------------------------------------------------------------------
-
-
-def noam_rate(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
-    """The paper's learning rate at training step ``step`` (Eq. 3, §5.3).
-
-    ``lrate = factor · d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)``:
-    it grows linearly for ``warmup`` steps, peaks at step ``warmup`` (the two
-    terms are equal there), then decays as ``1 / sqrt(step)``. The paper uses
-    ``warmup = 4000`` and ``factor = 1``; ``factor`` (the Annotated
-    Transformer's name) scales the whole curve.
-
-    Steps count from 1 (the first update). ``step = 0`` is treated as 1 rather
-    than returning 0 or dividing by zero.
-    """
-    if d_model <= 0 or warmup <= 0:
-        raise ValueError(f"d_model and warmup must be positive, got d_model={d_model}, warmup={warmup}")
-    step = max(int(step), 1)
-    return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
-
-
-def noam_scheduler(optimizer: torch.optim.Optimizer, d_model: int, warmup: int, factor: float = 1.0) -> torch.optim.lr_scheduler.LambdaLR:
-    """A ``LambdaLR`` that sets the learning rate to :func:`noam_rate` at every update.
-
-    Call ``scheduler.step()`` after each ``optimizer.step()``. The optimizer's
-    own ``lr`` is replaced: every group's base rate becomes 1, so the lambda's
-    value *is* the learning rate. The ``k``-th update (k = 1, 2, …) uses
-    ``noam_rate(k)``: ``LambdaLR`` calls the lambda with 0 before the first update.
-    """
-    for group in optimizer.param_groups:
-        group["lr"] = 1.0
-        group["initial_lr"] = 1.0
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: noam_rate(i + 1, d_model, warmup, factor))
-
 
 # --------------------------------------------------------------------------------------
 # 3. Configuration and presets
@@ -373,10 +243,6 @@ def default_out_dir(name: str) -> Path:
 
 CHECKPOINT_FORMAT = "transformer_lessons.checkpoint"
 CHECKPOINT_VERSION = 1
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint is missing, unreadable, or does not fit the model; the message says what differs."""
 
 
 def _vocab_from_dict(data: dict, what: str) -> "Vocab":
@@ -611,6 +477,40 @@ def _device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+
+
+def train_step(model: nn.Module, batch, criterion: nn.Module, optimizer: torch.optim.Optimizer, scheduler=None,
+               clip_norm: float | None = None, autocast=nullcontext) -> torch.Tensor:
+    """One update of ``model`` on ``batch``: the training step of every loop in the course.
+
+    Forward (teacher forcing: the decoder reads ``batch.tgt_in`` and is scored on
+    ``batch.tgt_out``), the loss, backward, gradient clipping, the optimizer's
+    update and the schedule's. ``batch`` is a :class:`~transformer_lessons.data.Batch`
+    or anything with its ``src, tgt_in, tgt_out, src_mask, tgt_mask``.
+
+    A NaN or infinite loss (or gradient norm) raises :class:`DivergedError`
+    *before* the optimizer changes a weight, so the model stays as it was.
+
+    Returns:
+        The loss, a detached 0-dim tensor on the model's device.
+    """
+    model.train()
+    with autocast():
+        logits = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)  # (B, T, V)
+        loss = criterion(logits, batch.tgt_out)
+    if not torch.isfinite(loss):
+        raise DivergedError(f"the loss is {loss.item()}")
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if clip_norm:
+        norm = nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+        if not torch.isfinite(norm):
+            optimizer.zero_grad(set_to_none=True)
+            raise DivergedError(f"the gradient norm is {norm.item()} (the loss was {loss.item():.4g})")
+    optimizer.step()
+    if scheduler is not None:
+        scheduler.step()
+    return loss.detach()
 
 
 @torch.no_grad()
