@@ -6,6 +6,7 @@ beside the repository (../shared/data/multi30k); no test touches the network.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import hashlib
 import io
@@ -22,7 +23,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_lessons import data
+from transformer_lessons import atomic, data, errors, specials
+from transformer_lessons.data import corpus as corpus_module
+from transformer_lessons.data import files
 from transformer_lessons.data import (
     SHA256,
     SPLIT_SIZES,
@@ -226,11 +229,14 @@ class FullDisk(io.BytesIO):
 def test_a_full_disk_while_downloading_is_not_called_a_download_failure(monkeypatch):
     serve(monkeypatch, b"x" * 1000)
 
-    def fdopen_full(fd, mode="r", *args, **kwargs):
-        os.close(fd)
+    def open_on_a_full_disk(path, mode="r", *args, **kwargs):
+        f = open(path, mode, *args, **kwargs)  # the real temporary file, which must be removed again
+        if "w" not in mode:
+            return f
+        f.close()
         return FullDisk()
 
-    monkeypatch.setattr(data.os, "fdopen", fdopen_full)
+    monkeypatch.setattr(files, "open", open_on_a_full_disk, raising=False)  # the download's open(), nobody else's
     with pytest.raises(DataError, match=r"could not save val.en.gz in the cache directory .*No space left on device.*not the network"):
         data.fetch("val", "en", progress=False)
     assert data.cache_dir().is_dir() and not list(data.cache_dir().iterdir()), "the temporary file is removed"
@@ -259,7 +265,7 @@ def test_load_split_refuses_unequal_line_counts(monkeypatch, tmp_path):
     for lang, lines in (("de", "a\nb\nc\n"), ("en", "a\nb\n")):
         with gzip.open(tmp_path / f"val.{lang}.gz", "wt", encoding="utf-8") as f:
             f.write(lines)
-    monkeypatch.setattr(data, "fetch", lambda split, lang, data_dir=None, progress=True: tmp_path / f"{split}.{lang}.gz")
+    monkeypatch.setattr(files, "fetch", lambda split, lang, data_dir=None, progress=True: tmp_path / f"{split}.{lang}.gz")
     with pytest.raises(DataError, match="has 3 lines but"):
         data.load_split("val")
 
@@ -497,7 +503,7 @@ def test_prepare_corpus_and_cache_reuse(monkeypatch, tmp_path):
         raise AssertionError("the cache should have been used")
 
     monkeypatch.setattr(Tokenizer, "tokenize_batch", no_tokenizing)
-    monkeypatch.setattr(data, "load_split", no_tokenizing)  # nor are the raw files needed
+    monkeypatch.setattr(corpus_module, "load_split", no_tokenizing)  # nor are the raw files needed
     again = data.prepare_corpus(DATA_DIR, limit=500, max_len=20, progress=False)
     assert again.pairs == corpus.pairs and again.src_vocab == corpus.src_vocab and again.text == corpus.text
 
@@ -535,3 +541,132 @@ def test_prepare_corpus_with_subwords(tmp_path):
     corpus_file = tmp_path / "c.json.gz"
     pieces.save(corpus_file)
     assert Corpus.load(corpus_file).src_vocab == pieces.src_vocab  # the merges travel with the corpus
+
+
+# ----------------------------------------------------------------------------- the tokenized cache is best effort
+
+
+def fast_tokenizing(monkeypatch):
+    """Whitespace tokenizing instead of spaCy: these tests are about the cache, not the tokens."""
+    monkeypatch.setattr(Tokenizer, "tokenize_batch", lambda self, texts, batch_size=1000: [t.split() for t in texts])
+
+
+def files_in(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file()) if folder.exists() else []
+
+
+def same_corpus(a: Corpus, b: Corpus) -> bool:
+    return a.pairs == b.pairs and a.text == b.text and a.tokens == b.tokens and a.src_vocab == b.src_vocab and a.tgt_vocab == b.tgt_vocab
+
+
+def cache_write_warnings(record) -> list[str]:
+    return [str(w.message) for w in record if "could not write the tokenized cache" in str(w.message)]
+
+
+@needs_data
+@pytest.mark.parametrize(
+    "error",
+    [PermissionError(errno.EACCES, "Permission denied"), OSError(errno.ENOSPC, "No space left on device")],
+    ids=["read-only", "full"],
+)
+def test_an_unwritable_tokenized_cache_costs_a_warning_not_the_data(monkeypatch, error):
+    fast_tokenizing(monkeypatch)
+    real_atomic_write = atomic.atomic_write
+    attempts = []
+
+    def failing_atomic_write(path, write):
+        def half_then_fail(tmp: Path) -> None:
+            tmp.write_bytes(b"half a file")  # a temporary file exists when the disk gives up
+            raise error
+
+        attempts.append(path)
+        return real_atomic_write(path, half_then_fail)
+
+    monkeypatch.setattr(files, "atomic_write", failing_atomic_write)
+    monkeypatch.setenv(data.DATA_ENV, str(DATA_DIR))
+    with pytest.warns(UserWarning) as record:
+        corpus = data.prepare_corpus(progress=False)
+    messages = cache_write_warnings(record)
+    assert len(messages) == 1 and len(attempts) == 1, "one failed write, one warning: the other splits are not tried"
+    assert str(data.cache_dir() / "tokenized") in messages[0] and data.CACHE_ENV in messages[0]
+    assert error.strerror in messages[0]
+    assert files_in(data.cache_dir()) == [], "no temporary file is left behind"
+    monkeypatch.setattr(files, "atomic_write", real_atomic_write)
+    assert same_corpus(corpus, data.prepare_corpus(progress=False, cache=False)), "the data is the same as without a cache"
+
+
+@needs_data
+def test_a_cache_path_that_cannot_be_a_folder_still_gives_the_corpus(monkeypatch, tmp_path):
+    fast_tokenizing(monkeypatch)
+    (tmp_path / "a_file").write_text("not a directory")
+    monkeypatch.setenv(data.CACHE_ENV, str(tmp_path / "a_file" / "cache"))
+    with pytest.warns(UserWarning) as record:
+        corpus = data.prepare_corpus(DATA_DIR, splits=("val",), progress=False)
+    messages = cache_write_warnings(record)
+    assert len(messages) == 1 and str(tmp_path / "a_file" / "cache" / "tokenized") in messages[0]
+    assert len(corpus.pairs["train"]) == SPLIT_SIZES["train"] and len(corpus.pairs["val"]) == SPLIT_SIZES["val"]
+
+
+@needs_data
+def test_a_read_only_cache_folder_still_gives_the_corpus(monkeypatch):
+    fast_tokenizing(monkeypatch)
+    cache = data.cache_dir()
+    cache.mkdir(parents=True)
+    cache.chmod(0o500)
+    try:
+        try:
+            (cache / "probe").write_text("")
+        except PermissionError:
+            pass
+        else:
+            pytest.skip("chmod does not stop this user from writing (root); the test above simulates it")
+        with pytest.warns(UserWarning, match="could not write the tokenized cache") as record:
+            corpus = data.prepare_corpus(DATA_DIR, progress=False)
+        assert len(cache_write_warnings(record)) == 1 and len(corpus.pairs["val"]) == SPLIT_SIZES["val"]
+        assert files_in(cache) == []
+    finally:
+        cache.chmod(0o700)
+
+
+@needs_data
+@pytest.mark.parametrize("damage", ["truncated", "wrong size", "not a split"])
+def test_a_damaged_tokenized_cache_is_rebuilt(monkeypatch, damage):
+    fast_tokenizing(monkeypatch)
+    first = data.prepare_corpus(DATA_DIR, splits=("val",), progress=False)
+    (cached,) = data.cache_dir().glob("tokenized/val.*.json.gz")
+    good = cached.read_bytes()
+    if damage == "truncated":
+        cached.write_bytes(good[: len(good) // 2])
+    elif damage == "wrong size":
+        saved = json.loads(gzip.decompress(good))
+        cached.write_bytes(gzip.compress(json.dumps({**saved, "text": saved["text"][:-1]}).encode()))
+    else:
+        cached.write_bytes(gzip.compress(b"[1, 2, 3]"))
+    with pytest.warns(UserWarning, match="ignoring the damaged tokenized cache"):
+        again = data.prepare_corpus(DATA_DIR, splits=("val",), progress=False)
+    assert same_corpus(again, first)
+    assert cached.read_bytes() == good, "the cache file is written again, byte for byte"
+
+
+def test_shared_definitions_are_the_package_ones():
+    assert data.SPECIALS is specials.SPECIALS and data.DataError is errors.DataError
+    vocab = Vocab.build([["a"]], min_freq=1)
+    assert (vocab.unk_id, vocab.pad_id, vocab.bos_id, vocab.eos_id) == (specials.UNK_ID, specials.PAD_ID, specials.BOS_ID, specials.EOS_ID)
+    assert [vocab.itos[i] for i in (vocab.unk_id, vocab.pad_id, vocab.bos_id, vocab.eos_id)] == [specials.UNK, specials.PAD, specials.BOS, specials.EOS]
+
+
+def test_saved_files_are_written_atomically(monkeypatch, tmp_path):
+    vocab = Vocab.build([["a", "a"]], min_freq=1)
+    vocab.save(tmp_path / "v.json")
+
+    def interrupted(path, write):
+        def half(tmp: Path) -> None:
+            tmp.write_bytes(b'{"format": "transfor')
+            raise KeyboardInterrupt
+
+        return atomic.atomic_write(path, half)
+
+    monkeypatch.setattr(files, "atomic_write", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        Vocab.build([["b", "b"]], min_freq=1).save(tmp_path / "v.json")
+    assert Vocab.load(tmp_path / "v.json") == vocab and files_in(tmp_path) == [tmp_path / "v.json"]

@@ -38,8 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from transformer_lessons.data import DataError, _CacheWriteError, _download, cache_dir, sha256_file
+from transformer_lessons.data.files import _CacheWriteError, _download, cache_dir, sha256_file
 from transformer_lessons.decode import translate
+from transformer_lessons.errors import DataError
 from transformer_lessons.train import load_checkpoint
 
 COURSE_MODEL_PATH = "results/cpu/model_fp16.pt"  # inside the repository, '/'-separated
