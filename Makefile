@@ -49,7 +49,7 @@ bench: setup
 # package), starting without runs/ as a fresh checkout does. The Colab cells are stamped first, so that the
 # saved notebooks hold their executed versions; learner/ is rebuilt from the result.
 execute: setup
-	$(BIN)/python scripts/colab.py
+	$(BIN)/python -m transformer_lessons.authoring.colab
 	rm -rf notebooks/runs
 	cd notebooks && TQDM_MININTERVAL=5 TRANSFORMER_LESSONS_MODE=quick TRANSFORMER_LESSONS_DATA="$(DATA)" MPLBACKEND=agg \
 		../$(BIN)/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=1200 [0-9][0-9]_*.ipynb
@@ -57,13 +57,13 @@ execute: setup
 
 # Learner notebooks (exercises as stubs, solutions folded) and the Colab cells, generated from notebooks/.
 learner: setup
-	$(BIN)/python scripts/colab.py
-	$(BIN)/python scripts/build_learner.py
+	$(BIN)/python -m transformer_lessons.authoring.colab
+	$(BIN)/python -m transformer_lessons.authoring.build_learner
 
 # learner/ and the Colab cells are up to date; every learner notebook runs with its exercises open.
 learner-test: setup
-	$(BIN)/python scripts/colab.py --check
-	$(BIN)/python scripts/build_learner.py --check
+	$(BIN)/python -m transformer_lessons.authoring.colab --check
+	$(BIN)/python -m transformer_lessons.authoring.build_learner --check
 	TQDM_MININTERVAL=5 TRANSFORMER_LESSONS_MODE=quick TRANSFORMER_LESSONS_DATA="$(DATA)" MPLBACKEND=agg \
 		$(BIN)/python -m pytest tests/test_learner_build.py -m learner_exec -p no:cacheprovider
 

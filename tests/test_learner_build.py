@@ -1,4 +1,4 @@
-"""Learner notebooks from the solution notebooks, and the Colab cells (scripts/build_learner.py, scripts/colab.py).
+"""Learner notebooks from the solution notebooks, and the Colab cells (transformer_lessons.authoring).
 
 The first part builds small synthetic notebooks in a temporary directory; the
 second looks at the real course: ``learner/`` must match a fresh build, and every
@@ -23,10 +23,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from transformer_lessons.authoring import build_learner, colab
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))  # the scripts are files, not an installed package
-import build_learner  # noqa: E402
-import colab  # noqa: E402
+AUTHORING = ROOT / "transformer_lessons" / "authoring"
 
 URL = "https://github.com/example-owner/example-course"
 PYPROJECT = f"""
@@ -228,6 +228,15 @@ def test_check_lists_stale_missing_and_orphaned_files_without_writing(course_roo
     assert build_learner.main(["--root", str(course_root), "--check"]) == 0
 
 
+@pytest.mark.parametrize("tool", ["colab", "build_learner"])
+def test_the_tools_run_as_modules_of_the_installed_package(course_root, tool):
+    """``make learner`` runs ``python -m transformer_lessons.authoring.<tool>``: from any folder, no sys.path edit."""
+    run = subprocess.run([sys.executable, "-m", f"transformer_lessons.authoring.{tool}", "--root", str(course_root)],
+                         capture_output=True, text=True, timeout=120, cwd=course_root)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith(f"{tool}: "), run.stdout  # its own report, not another program's
+
+
 @pytest.mark.parametrize(
     ("source", "message"),
     [
@@ -309,8 +318,8 @@ def test_the_repository_address_has_one_source(course_root):
         text = path.read_text(encoding="utf-8")
         for owner_repo in OWNER_REPO.findall(text):
             assert owner_repo == "example-owner/example-course", f"{path.name}: {owner_repo}"
-    # ... and no script spells out an address of its own.
-    for script in (ROOT / "scripts").glob("*.py"):
+    # ... and no tool or script spells out an address of its own.
+    for script in [*AUTHORING.glob("*.py"), *(ROOT / "scripts").glob("*.py")]:
         assert not re.search(r"github\.com/[\w-]", script.read_text(encoding="utf-8")), script.name
     (course_root / "pyproject.toml").write_text('[project]\nname = "x"\n', encoding="utf-8")
     with pytest.raises(colab.CourseConfigError, match=r"\[project.urls\] Repository"):
@@ -524,7 +533,7 @@ def test_a_missing_figure_stops_stamping_before_anything_is_written(figure_root,
 
 LEARNER = ROOT / "learner"
 LEARNER_NOTEBOOKS = sorted(LEARNER.glob(build_learner.NOTEBOOK_GLOB))
-NO_LEARNER = "learner/ has no notebooks yet: build them with `python scripts/build_learner.py`"
+NO_LEARNER = "learner/ has no notebooks yet: build them with `make learner`"
 
 
 def test_every_course_notebook_builds():
@@ -544,7 +553,7 @@ def test_every_course_notebook_builds():
 def test_learner_notebooks_are_up_to_date():
     course = colab.try_read_course(ROOT / "pyproject.toml")
     stale = [p.relative_to(ROOT).as_posix() for p in build_learner.stale_files(ROOT, course)]
-    assert not stale, f"learner notebooks differ from a fresh build; run `python scripts/build_learner.py`: {stale}"
+    assert not stale, f"learner notebooks differ from a fresh build; run `make learner`: {stale}"
 
 
 @pytest.mark.skipif(
@@ -554,7 +563,7 @@ def test_learner_notebooks_are_up_to_date():
 def test_colab_cells_are_in_sync():
     course = colab.read_course(ROOT / "pyproject.toml")
     stale = [p.relative_to(ROOT).as_posix() for p in colab.run(ROOT, course, check=True)]
-    assert not stale, f"Colab cells missing or out of date; run `python scripts/colab.py`: {stale}"
+    assert not stale, f"Colab cells missing or out of date; run `make learner`: {stale}"
 
 
 @pytest.mark.skipif(

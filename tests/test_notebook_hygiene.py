@@ -64,7 +64,7 @@ def test_no_machine_paths(notebook):
 
 def test_opens_with_goals_and_time(notebook):
     path, nb = notebook
-    # The "Open in Colab" badge (scripts/colab.py) comes first; the lesson opens right after it.
+    # The "Open in Colab" badge (transformer_lessons.authoring.colab) comes first; the lesson opens right after it.
     first = next(c for c in nb["cells"] if "colab-badge" not in c.get("metadata", {}).get("tags", []))
     assert first["cell_type"] == "markdown", f"{path.name} must open with a markdown cell"
     text = _source(first)

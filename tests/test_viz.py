@@ -11,6 +11,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -389,3 +390,19 @@ def test_plot_heads_names_its_axes_as_asked():
     fig = viz.plot_heads(weights, x_labels=list("abcd"), y_labels=list("xyz"), ylabel="step: the word it writes", xlabel="source")
     assert fig.axes[0].get_ylabel() == "step: the word it writes" and fig.axes[0].get_xlabel() == "source"
     assert viz.plot_heads(weights).axes[0].get_ylabel() == "queries"
+
+
+# --- the package: one file per picture, the old names kept -----------------------------------
+
+
+def test_every_viz_name_the_notebooks_use_is_there():
+    """viz is a folder of modules; the names notebooks call (``viz.x(`` or ``from ...viz import x``) stay in viz."""
+    used = set()
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        text = path.read_text(encoding="utf-8")
+        used.update(re.findall(r"\bviz\.([A-Za-z_]\w*)\(", text))
+        for names in re.findall(r"from transformer_lessons\.viz import ([\w, ]+)", text):
+            used.update(name.strip() for name in names.split(","))
+    assert {"attention_explorer", "plot_attention", "translator"} <= used, sorted(used)
+    missing = sorted(name for name in used | set(viz.__all__) if not hasattr(viz, name))
+    assert not missing, f"transformer_lessons.viz no longer has {missing}: re-export them in viz/__init__.py"

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import sys
 import time
 from pathlib import Path
 
@@ -27,9 +26,9 @@ import nbformat
 import numpy as np
 from PIL import Image
 
+from transformer_lessons.authoring import build_learner
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts"))  # the scripts are files, not an installed package
-import build_learner  # noqa: E402
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"  # gitignored: look at these after a run
 

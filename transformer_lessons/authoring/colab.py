@@ -29,11 +29,11 @@ clicking it opens the figure from ``images/``. The alt text stays as it was.
 The repository address has one home: ``[project.urls] Repository`` in
 ``pyproject.toml``; the pinned versions come from ``[project] dependencies``.
 
-Usage (from the repository root)::
+Usage (from the repository root; ``make learner`` runs it)::
 
-    python scripts/colab.py            # stamp notebooks/*.ipynb and learner/*.ipynb
-    python scripts/colab.py --check    # exit 1 and list the notebooks out of sync
-                                       # (exit 2: no repository address, or a figure missing)
+    python -m transformer_lessons.authoring.colab            # stamp notebooks/*.ipynb and learner/*.ipynb
+    python -m transformer_lessons.authoring.colab --check    # exit 1 and list the notebooks out of sync
+                                                             # (exit 2: no repository address, or a figure missing)
 """
 
 from __future__ import annotations
@@ -47,7 +47,9 @@ from pathlib import Path
 
 import nbformat
 
-ROOT = Path(__file__).resolve().parent.parent
+# The checkout this package lives in (the course is installed editable, ``pip install -e .``):
+# transformer_lessons/authoring/colab.py -> the repository root.
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK_DIRS = ("notebooks", "learner")
 NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"
 
@@ -360,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     rels = [p.relative_to(args.root).as_posix() for p in stale]
     if args.check:
         if rels:
-            print("Colab cells out of sync (run python scripts/colab.py):\n  " + "\n  ".join(rels))
+            print("Colab cells out of sync (run python -m transformer_lessons.authoring.colab):\n  " + "\n  ".join(rels))
             return 1
         print("colab: every notebook is in sync")
         return 0

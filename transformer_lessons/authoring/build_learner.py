@@ -15,15 +15,15 @@ In the learner version each such block becomes, at the block's indentation::
 and right after the exercise cell a markdown cell holds the original cell in a
 collapsed ``<details>`` block (one click away, never on screen by default). All
 outputs are cleared, a banner at the top says which version this is, and the
-Colab cells (see ``scripts/colab.py``) point at the learner file.
+Colab cells (see :mod:`transformer_lessons.authoring.colab`) point at the learner file.
 
 The output is deterministic (fixed cell ids derived from the source ids,
 nbformat's own JSON layout), so building twice changes nothing.
 
-Usage (from the repository root)::
+Usage (from the repository root; ``make learner`` runs it after the Colab stamp)::
 
-    python scripts/build_learner.py            # write learner/NN_*.ipynb
-    python scripts/build_learner.py --check    # write nothing; exit 1 listing stale files
+    python -m transformer_lessons.authoring.build_learner            # write learner/NN_*.ipynb
+    python -m transformer_lessons.authoring.build_learner --check    # write nothing; exit 1 listing stale files
 """
 
 from __future__ import annotations
@@ -35,13 +35,13 @@ from pathlib import Path
 
 import nbformat
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling colab.py, also when imported by tests
-import colab  # noqa: E402
+from transformer_lessons.authoring import colab
 
 ROOT = colab.ROOT
 SOURCE_DIR = "notebooks"
 LEARNER_DIR = "learner"
 NOTEBOOK_GLOB = colab.NOTEBOOK_GLOB
+GENERATOR = "transformer_lessons.authoring.build_learner"  # named in each learner notebook's metadata
 
 BEGIN = re.compile(r"^(?P<indent>[ \t]*)# BEGIN SOLUTION(?::[ \t]*(?P<hint>.*?))?[ \t]*$")
 END = re.compile(r"^[ \t]*# END SOLUTION[ \t]*$")
@@ -139,7 +139,7 @@ def banner_markdown(name: str, course: colab.Course | None) -> str:
         ">",
         f"> The complete notebook, with every answer and output, is [`{solution}`](../{solution})"
         + (f" ([open it in Colab]({course.colab_url(solution)}))" if course else "")
-        + f". This file is generated from it by `scripts/build_learner.py`: edit that one, not this one.",
+        + f". This file is generated from it by `python -m {GENERATOR}`: edit that one, not this one.",
     ]
     return "\n".join(lines)
 
@@ -161,7 +161,7 @@ def build_notebook(source_nb, name: str, course: colab.Course | None):
     nb = nbformat.v4.new_notebook()
     nb.metadata = nbformat.from_dict({k: v for k, v in source_nb.metadata.items() if k not in RUN_METADATA})
     nb.nbformat, nb.nbformat_minor = 4, max(5, source_nb.get("nbformat_minor", 5))  # 4.5: cells have ids
-    learner_nb_meta = {"generated_from": f"{SOURCE_DIR}/{name}", "generator": "scripts/build_learner.py"}
+    learner_nb_meta = {"generated_from": f"{SOURCE_DIR}/{name}", "generator": GENERATOR}
     nb.metadata["transformer_lessons"] = learner_nb_meta
 
     banner = nbformat.v4.new_markdown_cell(banner_markdown(name, course), metadata={"tags": [BANNER_TAG]})
@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
             stale = stale_files(args.root, course)
             if stale:
                 rels = [p.relative_to(args.root).as_posix() for p in stale]
-                print("learner notebooks out of date (run python scripts/build_learner.py):\n  " + "\n  ".join(rels))
+                print("learner notebooks out of date (run python -m transformer_lessons.authoring.build_learner):\n  " + "\n  ".join(rels))
                 return 1
             print("build_learner: learner/ is up to date")
             return 0

@@ -1,0 +1,56 @@
+"""Every plot and widget of the course: attention heatmaps, masks, positional
+encodings, training curves and step-by-step generation.
+
+This is the only part of the package that imports matplotlib, seaborn and
+ipywidgets; notebooks import it by name (``from transformer_lessons import viz``)
+so that ``import transformer_lessons`` stays cheap (the package's ``__init__``
+never imports ``viz``).
+
+One file per thing you look at; every name below is also ``viz.<name>``:
+
+* ``heatmaps.py``: ``plot_attention``, ``plot_heads``, ``plot_mask``;
+* ``positional.py``: ``plot_positional_encoding``, ``positional_encoding_explorer``;
+* ``training.py``: ``plot_history``, ``plot_learning_rate``, ``plot_label_smoothing``;
+* ``explorer.py``: ``attention_explorer`` (pick kind, layer, head, sentence);
+* ``stepper.py``: ``generation_stepper`` (where each generated word looked);
+* ``translator.py``: ``translator`` (type German, read English, step through it);
+* ``_widgets.py`` and ``_common.py``: what the widgets and the plots share.
+
+Plot functions (``plot_*``) draw with pyplot and return the Axes or Figure, so
+a notebook shows them inline. Widgets (``attention_explorer``,
+``positional_encoding_explorer``, ``generation_stepper``) return a ``VBox`` of
+controls over an ``Output`` showing a PNG of the current figure, and expose:
+
+* ``.controls``: ``{name: widget}`` for the controls that have more than one choice;
+* ``.current_matrix()`` (and friends): the numbers on screen, as numpy arrays;
+* ``.figure``: the last matplotlib Figure drawn.
+
+``_widgets.py`` says why a widget shows its figure the way it does (so that
+nbval and ``nbconvert --execute`` agree on a notebook's outputs).
+"""
+
+from __future__ import annotations
+
+# Besides the functions of __all__, the widget classes (for isinstance and type hints) and the
+# colour and size constants stay importable as viz.<name>, as they were from the single viz.py.
+from transformer_lessons.viz._widgets import HIGHLIGHT_COLOR, MEAN_OF_HEADS, WIDGET_DPI
+from transformer_lessons.viz.explorer import KIND_LABELS, AttentionExplorer, attention_explorer
+from transformer_lessons.viz.heatmaps import ALLOWED_COLOR, ATTENTION_CMAP, BLOCKED_COLOR, plot_attention, plot_heads, plot_mask
+from transformer_lessons.viz.positional import PE_CMAP, PositionalEncodingExplorer, plot_positional_encoding, positional_encoding_explorer
+from transformer_lessons.viz.stepper import GenerationStepper, generation_stepper
+from transformer_lessons.viz.training import plot_history, plot_label_smoothing, plot_learning_rate
+from transformer_lessons.viz.translator import MAX_WIDGET_BEAM, Translator, translator
+
+__all__ = [
+    "attention_explorer",
+    "generation_stepper",
+    "plot_attention",
+    "plot_heads",
+    "plot_history",
+    "plot_label_smoothing",
+    "plot_learning_rate",
+    "plot_mask",
+    "plot_positional_encoding",
+    "positional_encoding_explorer",
+    "translator",
+]

@@ -1,0 +1,154 @@
+"""The translator widget: type German, read the English, see where each word looked.
+
+``translator`` wraps :func:`transformer_lessons.decode.translate` (greedy or beam
+search) in a text box and a Translate button, and shows the result word by word
+with the :func:`~transformer_lessons.viz.stepper.generation_stepper` view.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import warnings
+
+import ipywidgets as widgets
+
+from transformer_lessons.decode import translate as _translate
+from transformer_lessons.viz.stepper import GenerationStepper
+
+MAX_WIDGET_BEAM = 8  # the translator's beam slider: beyond ~8 beams Multi30k gains nothing and a CPU waits
+
+
+class Translator(widgets.VBox):
+    """Widget returned by :func:`translator`."""
+
+    def __init__(self, model, src_vocab, tgt_vocab, sentence: str = "", beam_size: int = 4,
+                 length_penalty: float = 0.6, title: str | None = None):
+        if not isinstance(sentence, str):
+            raise TypeError(f"sentence must be a str, got {type(sentence).__name__}")
+        if not 1 <= beam_size <= MAX_WIDGET_BEAM:
+            raise ValueError(f"beam_size must be between 1 (greedy) and {MAX_WIDGET_BEAM}, got {beam_size}")
+        super().__init__()
+        self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
+        self.length_penalty = length_penalty
+        self._title = title
+        style = {"description_width": "70px"}
+        self.controls: dict[str, widgets.Widget] = {
+            "text": widgets.Text(value=sentence, placeholder="Ein Hund rennt über eine Wiese.", description="German",
+                                 continuous_update=False, style=style, layout=widgets.Layout(width="600px")),
+            "decoding": widgets.ToggleButtons(options=[("greedy", "greedy"), ("beam search", "beam")],
+                                              value="greedy" if beam_size == 1 else "beam", description="decoding", style=style),
+            "beam": widgets.IntSlider(value=max(beam_size, 2), min=2, max=MAX_WIDGET_BEAM, description="beam size",
+                                      style=style, continuous_update=False, disabled=beam_size == 1),
+        }
+        self.button = widgets.Button(description="Translate", button_style="primary", icon="language")
+        self.result = widgets.HTML()
+        self.view = widgets.VBox()  # the word-by-word view of the last translation
+        self.stepper: GenerationStepper | None = None
+        self.translation = ""
+        self.details: dict | None = None
+        self.children = [self.controls["text"], widgets.HBox([self.controls["decoding"], self.controls["beam"]]),
+                         self.button, self.result, self.view]
+        for control in self.controls.values():
+            control.observe(self._on_change, names="value")
+        self.button.on_click(lambda _button: self.translate())
+        self.translate()
+
+    @property
+    def beam_size(self) -> int:
+        return 1 if self.controls["decoding"].value == "greedy" else self.controls["beam"].value
+
+    def _on_change(self, _change=None) -> None:
+        self.controls["beam"].disabled = self.controls["decoding"].value == "greedy"
+        self.translate()
+
+    def _show(self, message: str, color: str = "#444") -> None:
+        self.result.value = f"<div style='font-size:1.05em;color:{color};margin:0.4em 0'>{message}</div>"
+
+    def translate(self) -> str:
+        """Translate the text box with the chosen decoding; update the translation and the views."""
+        sentence = self.controls["text"].value
+        self.translation, self.details = "", None
+        if not sentence.strip():
+            self.stepper, self.view.children = None, ()
+            self._show("Type a German sentence above and press Enter (or <b>Translate</b>).")
+            return ""
+        keep = self._view_choice()
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                text, details = _translate(self.model, sentence, beam_size=self.beam_size, src_vocab=self.src_vocab,
+                                          tgt_vocab=self.tgt_vocab, return_attention=True, length_penalty=self.length_penalty)
+        except Exception as error:  # a widget shows the problem; it never leaves a traceback in the notebook
+            self.stepper, self.view.children = None, ()
+            self._show(f"could not translate: {html.escape(str(error))}", color="#c92a2a")
+            return ""
+        self.translation, self.details = text, details
+        notes = [html.escape(str(w.message)) for w in caught]
+        unknown = [t for t in details["src_tokens"][:-1] if t not in self.src_vocab]
+        if unknown:
+            notes.append("never seen in training, read as &lt;unk&gt;: " + ", ".join(html.escape(t) for t in unknown))
+        method = "greedy" if self.beam_size == 1 else f"beam {self.beam_size}"
+        self._show(f"<b>English</b> ({method}): <span style='font-size:1.2em'><b>{html.escape(text) or '(nothing)'}</b></span>"
+                   + "".join(f"<br><small style='color:#9c5700'>{note}</small>" for note in notes))
+        if details["cross_attention"] is None:
+            self.stepper, self.view.children = None, ()
+        else:
+            self.stepper = GenerationStepper(details["src_tokens"], details["tgt_tokens"], details["cross_attention"], title=self._title)
+            self._restore_view_choice(keep)
+            self.view.children = (self.stepper,)
+        return text
+
+    def _view_choice(self) -> dict:
+        if self.stepper is None:
+            return {}
+        return {name: self.stepper.controls[name].value for name in ("layer", "head") if name in self.stepper.controls}
+
+    def _restore_view_choice(self, choice: dict) -> None:
+        """Keep the layer and head the learner picked when the next sentence is translated."""
+        for name, value in choice.items():
+            control = self.stepper.controls.get(name)
+            if control is not None:
+                control.value = value
+
+    def describe(self) -> str:
+        sentence = self.controls["text"].value
+        head = f"{self._title}: " if self._title else ""
+        if not self.translation:
+            return head + "translator (type a German sentence)"
+        return head + f"{sentence!r} -> {self.translation!r}"
+
+    def _repr_mimebundle_(self, **kwargs):
+        data = super()._repr_mimebundle_(**kwargs) or {}
+        data["text/plain"] = self.describe()  # stable text for nbval; the picture for viewers without live widgets
+        if self.stepper is not None and self.stepper._png:
+            data["image/png"] = base64.b64encode(self.stepper._png).decode("ascii")
+        return data
+
+
+def translator(model, src_vocab, tgt_vocab, sentence: str = "Ein Mann fährt Fahrrad.", beam_size: int = 4,
+               length_penalty: float = 0.6, title: str | None = None) -> Translator:
+    """Type a German sentence, get its English translation and see where each word looked.
+
+    Args:
+        model: a trained :class:`~transformer_lessons.model.Transformer` (eval mode).
+        src_vocab, tgt_vocab: its vocabularies.
+        sentence: the sentence in the text box at first.
+        beam_size: 1 for greedy decoding, else beam search with this many beams
+            (at most ``MAX_WIDGET_BEAM``); the learner can change both.
+        length_penalty: GNMT ``α`` for beam search (paper §6.1: 0.6).
+        title: optional prefix of the figure title.
+
+    Returns:
+        A ``VBox``: a text box (``Enter`` translates), greedy or beam search
+        and the beam size, a Translate button, the English translation (with a
+        note for words the model never saw and for over-long input), and the
+        word-by-word view of :func:`generation_stepper`: for each written word,
+        where the cross-attention of the chosen layer (default the last) and
+        head looked in the German, above the whole cross-attention heatmap.
+        Rows are the words each step *writes*. For tests: ``.controls`` (``text``,
+        ``decoding``, ``beam``), ``.translate()``, ``.translation``,
+        ``.details`` (what ``translate(..., return_attention=True)`` returned),
+        ``.stepper``.
+    """
+    return Translator(model, src_vocab, tgt_vocab, sentence, beam_size, length_penalty, title)
