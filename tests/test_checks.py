@@ -19,8 +19,10 @@ from torch import nn
 from transformer_lessons import checks, data, decode, model, train
 from transformer_lessons.attention import MultiHeadAttention, scaled_dot_product_attention
 from transformer_lessons.checks import ExerciseError
+from transformer_lessons.checks import schedule as check_schedule
 from transformer_lessons.layers import LayerNorm, PositionwiseFeedForward, sinusoidal_positional_encoding
 from transformer_lessons.masks import causal_mask, padding_mask, target_mask
+from transformer_lessons.schedule import noam_rate as course_noam_rate
 
 # --- reference answers written the way a learner would --------------------------------
 
@@ -701,3 +703,19 @@ def test_every_check_is_documented_with_its_signature():
         doc = check.__doc__ or ""
         assert "Expected signature:" in doc and "Raises:" in doc, check.__name__
 
+
+
+def test_buggy_noam_with_default_knobs_is_the_course_formula():
+    # check_noam_rate compares with schedule.noam_rate; its knob function only reproduces the bugs,
+    # and must not drift from the one formula it varies.
+    for d_model, warmup, factor in ((512, 4000, 1.0), (256, 100, 2.0), (128, 1, 0.5)):
+        for step in (1, 2, warmup - 1 or 1, warmup, warmup + 1, 10 * warmup, 123_457):
+            assert check_schedule._buggy_noam(step, d_model, warmup, factor) == course_noam_rate(step, d_model, warmup, factor)
+
+
+def test_public_names_live_in_the_package():
+    # Notebooks import from transformer_lessons.checks, and help(check_...) names that module (notebook 00 shows it),
+    # whichever submodule defines the check.
+    for name in checks.__all__:
+        assert getattr(checks, name).__module__ == "transformer_lessons.checks", name
+    assert sorted(n for n in dir(checks) if n.startswith("check_")) == sorted(n for n in checks.__all__ if n.startswith("check_"))

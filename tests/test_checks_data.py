@@ -12,6 +12,7 @@ import pytest
 
 from transformer_lessons import checks
 from transformer_lessons.checks import ExerciseError
+from transformer_lessons.checks import vocab as check_vocab
 from transformer_lessons.data import SPECIALS, Vocab
 
 # --- a correct answer, and correct answers written differently -----------------------
@@ -241,3 +242,10 @@ def test_check_is_documented_with_its_signature():
     doc = checks.check_build_vocab.__doc__ or ""
     assert "Expected signature:" in doc and "Raises:" in doc
     assert "check_build_vocab" in checks.__all__
+
+
+def test_bug_simulation_with_default_knobs_is_the_reference():
+    # _vocab_itos only reproduces bugs; with its default knobs it must build what Vocab.build builds.
+    token_lists = [sentence.split() for sentence in check_vocab._VOCAB_SENTENCES]
+    for min_freq in check_vocab._VOCAB_CASES:
+        assert check_vocab._vocab_itos(token_lists, min_freq) == build_vocab(token_lists, min_freq)

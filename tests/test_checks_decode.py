@@ -13,8 +13,10 @@ import torch.nn.functional as F
 
 from transformer_lessons import checks
 from transformer_lessons.checks import ExerciseError
+from transformer_lessons.checks import decoding as check_decoding
 from transformer_lessons.decode import greedy_decode
 from transformer_lessons.masks import causal_mask
+from transformer_lessons.specials import BOS_ID, EOS_ID, PAD_ID
 
 
 def learner_greedy(model, src, src_mask, max_len, bos_id, eos_id, bug=None):
@@ -140,19 +142,19 @@ def test_check_leaves_the_random_state_and_the_model_alone():
     torch.manual_seed(123)
     checks.check_greedy_decode(greedy_decode)
     assert torch.equal(torch.rand(3), expected)
-    model = checks._decoding_model()
+    model = check_decoding._decoding_model()
     assert "decode" not in model.__dict__  # the spy is removed
 
 
 def test_every_bug_changes_the_output():
     """The check's model and sources are chosen so that no simulated bug coincides with the reference."""
-    model = checks._decoding_model()
-    for src, src_mask, max_len in checks._decoding_cases()[:1]:
-        bos, eos = checks._DEC_BOS, checks._DEC_EOS
+    model = check_decoding._decoding_model()
+    for src, src_mask, max_len in check_decoding._decoding_cases()[:1]:
+        bos, eos = check_decoding._DEC_BOS, check_decoding._DEC_EOS
         with torch.no_grad():
-            want = checks._rows_until_eos(greedy_decode(model, src, src_mask, max_len, bos, eos), eos)
+            want = check_decoding._rows_until_eos(greedy_decode(model, src, src_mask, max_len, bos, eos), eos)
             outputs = {
-                name: checks._rows_until_eos(checks._greedy(model, src, src_mask, max_len, bos, eos, **knobs), eos)
+                name: check_decoding._rows_until_eos(check_decoding._greedy(model, src, src_mask, max_len, bos, eos, **knobs), eos)
                 for name, knobs in {
                     "bos": dict(feed="bos"), "last": dict(feed="last"), "causal": dict(causal=False),
                     "src_mask": dict(use_src_mask=False), "softmax": dict(softmax_dim=1),
@@ -161,3 +163,14 @@ def test_every_bug_changes_the_output():
         assert all(out != want for out in outputs.values())
         assert len({str(out) for out in outputs.values()}) == len(outputs)
         assert any(row[-1] != eos for row in want) and any(row[-1] == eos for row in want)  # cut rows and ended rows
+
+
+def test_toy_ids_differ_from_the_course_vocabulary():
+    # So a decoder that hard-codes the course's <bos>/<eos> (transformer_lessons.specials) is caught.
+    toy = (check_decoding._DEC_PAD, check_decoding._DEC_BOS, check_decoding._DEC_EOS)
+    assert all(mine != course for mine, course in zip(toy, (PAD_ID, BOS_ID, EOS_ID)))
+
+
+def test_decoding_model_comes_back_in_eval_mode():
+    # It is trained with train.train_step, which switches to train mode.
+    assert not check_decoding._decoding_model().training

@@ -1,0 +1,70 @@
+"""Check functions for the exercises: run the learner's answer and name the likely bug.
+
+Every ``check_*`` takes the learner's function or class and
+
+* prints one line and returns ``True`` when the answer is right;
+* raises :class:`ExerciseError` (an ``AssertionError``) when it is wrong. The
+  check computes what each common mistake would produce and, when the answer
+  matches one of them, says which ("did you forget to divide by sqrt(d_k)?");
+* prints "not implemented yet" and returns ``False`` while the answer is still a
+  stub raising ``NotImplementedError``, so a notebook with open exercises still
+  runs top to bottom.
+
+Answers are compared with independent references (PyTorch's own
+``F.scaled_dot_product_attention``, ``nn.LayerNorm``, ``nn.MultiheadAttention``
+holding the learner's weights, the package's layers) and with properties (rows
+sum to 1, masked keys get zero weight, no NaN, inputs left unchanged, no peeking
+at future positions). Inputs are small and seeded inside
+``torch.random.fork_rng``, so running a check never changes the learner's random
+state.
+
+One module per concept, in the order the notebooks meet them:
+
+================================  ====================================================
+``_frame``                        what every check shares: :class:`ExerciseError`,
+                                  the ``_exercise`` decorator, calling and comparing
+``attention``                     scaled dot-product and multi-head attention
+``masks``                         causal, padding and target masks; converting conventions
+``positional``                    the sinusoidal positional encoding
+``layers``                        layer norm and the position-wise feed-forward
+``encoder_decoder``               the encoder and decoder layers
+``schedule``                      the learning-rate schedule
+``vocab``                         building a vocabulary
+``decoding``                      greedy decoding
+================================  ====================================================
+"""
+
+from transformer_lessons.checks._frame import ExerciseError
+from transformer_lessons.checks.attention import check_multi_head_attention, check_scaled_dot_product_attention
+from transformer_lessons.checks.decoding import check_greedy_decode
+from transformer_lessons.checks.encoder_decoder import check_decoder_layer, check_encoder_layer
+from transformer_lessons.checks.layers import check_feed_forward, check_layer_norm
+from transformer_lessons.checks.masks import check_causal_mask, check_mask_inversion, check_padding_mask, check_target_mask
+from transformer_lessons.checks.positional import check_positional_encoding
+from transformer_lessons.checks.schedule import check_noam_rate
+from transformer_lessons.checks.vocab import check_build_vocab
+
+__all__ = [
+    "ExerciseError",
+    "check_build_vocab",
+    "check_causal_mask",
+    "check_decoder_layer",
+    "check_encoder_layer",
+    "check_feed_forward",
+    "check_greedy_decode",
+    "check_layer_norm",
+    "check_mask_inversion",
+    "check_multi_head_attention",
+    "check_noam_rate",
+    "check_padding_mask",
+    "check_positional_encoding",
+    "check_scaled_dot_product_attention",
+    "check_target_mask",
+]
+
+# Every public name reports this package as its home, where notebooks import it from:
+# help(check_mask_inversion) says "in module transformer_lessons.checks", and a traceback
+# names transformer_lessons.checks.ExerciseError, whichever submodule defines them.
+for _name in __all__:
+    globals()[_name].__module__ = __name__
+del _name

@@ -1,0 +1,372 @@
+"""Checks for attention: scaled dot-product attention (paper §3.2.1) and multi-head attention (§3.2.2).
+
+The references are PyTorch's own: ``F.scaled_dot_product_attention`` for the
+output of one attention, and ``nn.MultiheadAttention`` holding the learner's
+four projections for multi-head attention. The bug simulations (:func:`_attention`,
+:func:`_mha`) recompute the answer with one mistake switched on.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from transformer_lessons.checks._frame import (
+    _NEG,
+    Bug,
+    ExerciseError,
+    _call,
+    _diagnose,
+    _exercise,
+    _expect_tensor,
+    _expect_unchanged,
+    _linear,
+    _module,
+    _shape,
+)
+
+# --- scaled dot-product attention ---------------------------------------------------
+
+
+def _allowed_mask(shape: Sequence[int]) -> torch.Tensor:
+    """A random bool mask whose every row has a visible key and a hidden key (no all-masked rows)."""
+    mask = torch.rand(*shape) < 0.5
+    mask[..., 0] = True
+    mask[..., -1] = False
+    return mask
+
+
+def _attention(q, k, v, mask=None, scale=None, dim=-1, mask_mode="fill"):
+    """Softmax attention with knobs that reproduce the common bugs; returns (output, weights)."""
+    scale = 1 / math.sqrt(q.size(-1)) if scale is None else scale
+    scores = q @ k.transpose(-2, -1) * scale  # (..., T, S)
+    if mask is not None and mask_mode == "fill":
+        scores = scores.masked_fill(~mask, _NEG)
+    elif mask is not None and mask_mode == "inverted":
+        scores = scores.masked_fill(mask, _NEG)
+    elif mask is not None and mask_mode == "multiply":
+        scores = scores * mask
+    weights = scores.softmax(dim)
+    if mask is not None and mask_mode == "zero_after":
+        weights = weights * mask
+    return weights @ v, weights
+
+
+def _sdpa_bugs(q, k, v, mask=None) -> list[Bug]:
+    d_k = q.size(-1)
+    scores = q @ k.transpose(-2, -1)
+    bugs: list[Bug] = []
+    if mask is not None:
+        bugs += [
+            ("your mask has no effect. Note that scores.masked_fill(...) returns a NEW tensor: assign it, "
+             "scores = scores.masked_fill(~mask, float('-inf')). (This bug made one published tutorial's model "
+             "answer 'pool pool pool'.)",
+             lambda: _attention(q, k, v)),
+            ("your mask is inverted: True means 'may attend', so fill the scores where the mask is False: "
+             "scores.masked_fill(~mask, float('-inf')) (or mask == 0), not masked_fill(mask, ...)",
+             lambda: _attention(q, k, v, mask, mask_mode="inverted")),
+            ("you zeroed masked weights after the softmax, so the remaining weights no longer sum to 1: "
+             "mask the scores with -inf BEFORE the softmax",
+             lambda: _attention(q, k, v, mask, mask_mode="zero_after")),
+            ("multiplying the scores by the mask gives masked keys a score of 0, which still gets weight: "
+             "use scores.masked_fill(~mask, float('-inf')) so their weight is exactly 0",
+             lambda: _attention(q, k, v, mask, mask_mode="multiply")),
+        ]
+
+    def masked(s):
+        return s if mask is None else s.masked_fill(~mask, _NEG)
+
+    bugs += [
+        ("did you forget to divide the scores by sqrt(d_k)? softmax(query @ key.transpose(-2, -1) / math.sqrt(d_k))",
+         lambda: _attention(q, k, v, mask, scale=1.0)),
+        (f"you divided the scores by d_k = {d_k} instead of sqrt(d_k) = {math.sqrt(d_k):.3g}",
+         lambda: _attention(q, k, v, mask, scale=1 / d_k)),
+        ("you multiplied the scores by sqrt(d_k); divide them by it instead",
+         lambda: _attention(q, k, v, mask, scale=math.sqrt(d_k))),
+    ]
+    # sqrt of the size of another axis (query.size(0), key.size(1), ...) instead of the last one.
+    other_sizes = sorted({n for n in (*q.shape[:-1], *k.shape[:-1], v.size(-1)) if n not in (1, d_k)})
+    bugs += [
+        (f"d_k is the size of the LAST axis of query and key, query.size(-1) = {d_k}; you divided by "
+         f"sqrt({n}), the size of another axis", functools.partial(_attention, q, k, v, mask, scale=1 / math.sqrt(n)))
+        for n in other_sizes
+    ]
+    bugs += [
+        ("the softmax runs over the wrong axis (the queries): use softmax(dim=-1), over the keys, "
+         "so each query's weights sum to 1",
+         lambda: _attention(q, k, v, mask, dim=-2)),
+        ("the softmax runs over the wrong axis (the batch): use softmax(dim=-1), over the keys",
+         lambda: _attention(q, k, v, mask, dim=0)),
+        ("the weights you return are the scores BEFORE the softmax: return the softmax probabilities",
+         lambda: (_attention(q, k, v, mask)[0], masked(scores / math.sqrt(d_k)))),
+        ("the output uses the scores instead of the softmax weights: output = weights @ value",
+         lambda: (masked(scores / math.sqrt(d_k)) @ v, _attention(q, k, v, mask)[1])),
+    ]
+    # Matmul orders that only run when T == S and d_k == d_v (the square diagnosis run).
+    weights = _attention(q, k, v, mask)[1]
+    bugs += [
+        ("output should be weights @ value, (..., T, S) @ (..., S, d_v); you multiplied value @ weights",
+         lambda: (v @ weights, weights)),
+        ("output should be weights @ value; you used the transposed weights",
+         lambda: (weights.transpose(-2, -1) @ v, weights)),
+        ("scores should be query @ key.transpose(-2, -1), one row per query; you computed key @ query.transpose(-2, -1)",
+         lambda: _attention(k, q, v, mask.transpose(-2, -1) if mask is not None else None)),
+        ("did you forget to transpose the key? scores = query @ key.transpose(-2, -1)",
+         lambda: (((q @ k) / math.sqrt(d_k)).softmax(-1) @ v, ((q @ k) / math.sqrt(d_k)).softmax(-1))),
+    ]
+    return bugs
+
+
+def _unpack_attention(
+    result: Any, shapes: tuple[tuple[int, ...], tuple[int, ...]], dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    if result is None:
+        raise ExerciseError("your function returned None: did you forget `return output, weights`?")
+    if isinstance(result, torch.Tensor):
+        raise ExerciseError("your function returned one tensor: return the pair (output, weights)")
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise ExerciseError(f"your function should return a pair (output, weights), got {type(result).__name__}")
+    out_shape, w_shape = shapes
+    *batch, T, S = w_shape
+    weights = result[1]
+    if isinstance(weights, torch.Tensor) and _shape(weights) == (*batch, S, T) and S != T:
+        raise ExerciseError(
+            f"weights have shape {_shape(weights)} = (..., S, T) but should be {w_shape} = (..., T, S), one row per "
+            "query: scores = query @ key.transpose(-2, -1)"
+        )
+    output = _expect_tensor(result[0], "output", out_shape, dtype, shape_hint="output = weights @ value, (..., T, S) @ (..., S, d_v)")
+    weights = _expect_tensor(weights, "weights", w_shape, dtype, shape_hint="weights = softmax(scores), one row per query: (..., T, S)")
+    return output, weights
+
+
+def _run_attention(fn, q, k, v, mask=None) -> tuple[torch.Tensor, torch.Tensor]:
+    inputs = {"query": q, "key": k, "value": v} | ({"mask": mask} if mask is not None else {})
+    originals = {name: t.clone() for name, t in inputs.items()}
+    args = (q, k, v) if mask is None else (q, k, v, mask)
+    result = _call(fn, *args)
+    _expect_unchanged(originals, inputs)
+    shapes = ((*q.shape[:-1], v.size(-1)), (*q.shape[:-1], k.size(-2)))
+    return _unpack_attention(result, shapes, q.dtype)
+
+
+def _check_attention_case(fn, q, k, v, mask=None) -> None:
+    output, weights = _run_attention(fn, q, k, v, mask)
+    expected_weights = _attention(q, k, v, mask)[1]
+    # PyTorch's fused op is the independent reference for the output.
+    expected_output = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    bugs = _sdpa_bugs(q, k, v, mask)
+    # Properties, to say something useful when no known bug matches.
+    sums = weights.sum(-1)
+    leaked = weights.masked_select(~mask.expand_as(weights)).abs().max().item() if mask is not None else 0.0
+    advice = ""
+    if not torch.allclose(sums, torch.ones_like(sums), atol=1e-4):
+        advice = (f"Each row of the weights should sum to 1 (softmax over dim=-1), but yours sum to "
+                  f"{sums.min().item():.3g}..{sums.max().item():.3g}")
+    elif leaked > 1e-6:
+        advice = (f"Masked keys should get exactly zero weight, yours get up to {leaked:.3g}: fill their scores "
+                  "with float('-inf') before the softmax")
+    _diagnose((output, weights), (expected_output, expected_weights), bugs, "(output, weights)", advice)
+
+
+@_exercise(
+    "scaled_dot_product_attention",
+    "scale the query-key scores by 1/sqrt(d_k), hide masked keys (mask False) with -inf, softmax over "
+    "the keys, and return (output, weights)",
+)
+def check_scaled_dot_product_attention(fn: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> str:
+    """Check an implementation of scaled dot-product attention (paper §3.2.1, Eq. 1).
+
+    Expected signature: ``fn(query, key, value, mask=None) -> (output, weights)``
+    with ``weights = softmax(query @ keyᵀ / √d_k)`` (masked scores set to -inf
+    where ``mask`` is False) and ``output = weights @ value``.
+
+    Shape:
+        query ``(..., T, d_k)``, key ``(..., S, d_k)``, value ``(..., S, d_v)``,
+        mask bool broadcastable to ``(..., T, S)`` (True = may attend);
+        output ``(..., T, d_v)``, weights ``(..., T, S)``.
+
+    Args:
+        fn: the learner's function.
+
+    Returns:
+        True if correct (one line printed), False if ``fn`` still raises NotImplementedError.
+
+    Raises:
+        ExerciseError: naming the likely bug (missing √d_k, softmax axis, mask
+            inverted or discarded, matmul order, ...).
+    """
+    q, k, v = torch.randn(2, 4, 8), torch.randn(2, 6, 8), torch.randn(2, 6, 5)
+    try:
+        _check_attention_case(fn, q, k, v)
+    except ExerciseError as error:
+        if not isinstance(error.__cause__, RuntimeError):
+            raise
+        # It crashed on T != S, d_k != d_v: run a square case, where wrong matmul orders do run, to name the bug.
+        square = [torch.randn(2, 5, 5) for _ in range(3)]
+        try:
+            _check_attention_case(fn, *square)
+        except ExerciseError as square_error:
+            if square_error.known_bug:
+                raise square_error from error
+        raise ExerciseError(
+            f"{error.args[0]}\n  with query {_shape(q)}, key {_shape(k)}, value {_shape(v)} the shapes should go "
+            f"scores = query @ key.transpose(-2, -1) -> (2, 4, 6), output = weights @ value -> (2, 4, 5) "
+            "(note: key.T reverses ALL the axes of a batched tensor)"
+        ) from error.__cause__
+    _check_attention_case(fn, q, k, v, _allowed_mask((2, 4, 6)))
+    # With a heads axis and a padding mask (B, 1, 1, S), as MultiHeadAttention calls it.
+    q4, k4, v4 = torch.randn(2, 3, 4, 8), torch.randn(2, 3, 6, 8), torch.randn(2, 3, 6, 5)
+    pad = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])[:, None, None, :]  # (B, 1, 1, S)
+    try:
+        _check_attention_case(fn, q4, k4, v4, pad)
+    except ExerciseError as error:
+        raise ExerciseError(
+            f"correct on (B, T, d_k) inputs but not with a heads axis (B, H, T, d_k) and a (B, 1, 1, S) mask: "
+            f"count axes from the end (key.transpose(-2, -1), size(-1), softmax(dim=-1)).\n  {error.args[0]}"
+        ) from error.__cause__
+    return "shapes, values against F.scaled_dot_product_attention, masking, rows sum to 1, heads axis"
+
+
+# --- multi-head attention ------------------------------------------------------------
+
+
+def _mha(m, n_heads, query, key, value, mask=None, *, scale=None, split="ok", concat="ok", w_o=True, mask_mode="ok", inputs="ok"):
+    """Multi-head attention from the learner's four Linear layers, with knobs that reproduce the common bugs."""
+    B, T, D = query.shape
+    Dh = D // n_heads
+    if inputs == "query":
+        key = value = query
+    elif inputs == "swap":
+        key, value = value, key
+
+    def project(layer, x):
+        return F.linear(x, layer.weight, layer.bias)
+
+    def heads(x):
+        L = x.size(1)
+        if split == "view":  # no transpose: each "head" gets a slab of consecutive positions
+            return x.reshape(B, n_heads, L, Dh)
+        return x.reshape(B, L, n_heads, Dh).transpose(1, 2)  # (B, L, D) -> (B, H, L, Dh)
+
+    q, k, v = heads(project(m.w_q, query)), heads(project(m.w_k, key)), heads(project(m.w_v, value))
+    scores = q @ k.transpose(-2, -1) * (1 / math.sqrt(Dh) if scale is None else scale)  # (B, H, T, S)
+    if mask is not None and mask_mode != "ignore":
+        scores = scores.masked_fill(mask if mask_mode == "inverted" else ~mask, _NEG)
+    out = scores.softmax(-1) @ v  # (B, H, T, Dh)
+    if concat == "no_transpose":
+        out = out.reshape(B, T, D)
+    elif concat == "heads_last":
+        out = out.permute(0, 2, 3, 1).reshape(B, T, D)  # (B, T, Dh, H): head index varies fastest
+    else:
+        out = out.transpose(1, 2).reshape(B, T, D)  # (B, H, T, Dh) -> (B, T, D)
+    return project(m.w_o, out) if w_o else out
+
+
+def _torch_mha(m, n_heads, query, key, value, mask=None) -> torch.Tensor:
+    """nn.MultiheadAttention holding the learner's weights: the independent reference."""
+    D = query.size(-1)
+    ref = nn.MultiheadAttention(D, n_heads, dropout=0.0, batch_first=True).eval()
+    zero = torch.zeros(D)
+    ref.in_proj_weight.copy_(torch.cat([m.w_q.weight, m.w_k.weight, m.w_v.weight]))
+    ref.in_proj_bias.copy_(torch.cat([b if b is not None else zero for b in (m.w_q.bias, m.w_k.bias, m.w_v.bias)]))
+    ref.out_proj.weight.copy_(m.w_o.weight)
+    ref.out_proj.bias.copy_(m.w_o.bias if m.w_o.bias is not None else zero)
+    attn_mask = None
+    if mask is not None:
+        B, T, S = query.size(0), query.size(1), key.size(1)
+        # nn.MultiheadAttention reads True as BLOCKED, the opposite of our convention: invert.
+        attn_mask = ~mask.expand(B, n_heads, T, S).reshape(B * n_heads, T, S)
+    return ref(query, key, value, attn_mask=attn_mask, need_weights=False)[0]
+
+
+def _mha_bugs(m: nn.Module, H: int, q, k, v, mask) -> list[Bug]:
+    """The common multi-head attention bugs on these inputs: each hint, and what that bug returns."""
+    D = q.size(-1)
+
+    def bug(**knobs):
+        return lambda: _mha(m, H, q, k, v, mask, **knobs)
+
+    bugs: list[Bug] = [
+        ("did you forget to divide the scores by sqrt(d_head)? Each head's scores are "
+         "q @ k.transpose(-2, -1) / math.sqrt(d_head)", bug(scale=1.0)),
+        (f"divide each head's scores by sqrt(d_head) = sqrt(d_model / n_heads) = {math.sqrt(D // H):.3g}, "
+         f"not sqrt(d_model) = {math.sqrt(D):.3g}", bug(scale=1 / math.sqrt(D))),
+        (f"divide by sqrt(d_head) = {math.sqrt(D // H):.3g}, not d_head = {D // H}", bug(scale=1 / (D // H))),
+        ("the heads are split wrongly: x.view(B, H, L, d_head) mixes positions across heads. Split the LAST "
+         "axis: x.view(B, L, H, d_head).transpose(1, 2)", bug(split="view", concat="no_transpose")),
+        ("the heads are split wrongly: x.view(B, H, L, d_head) mixes positions across heads. Split the LAST "
+         "axis: x.view(B, L, H, d_head).transpose(1, 2)", bug(split="view")),
+        ("the heads are concatenated wrongly: transpose (B, H, T, d_head) back to (B, T, H, d_head) BEFORE "
+         "reshaping to (B, T, d_model): out.transpose(1, 2).reshape(B, T, d_model)", bug(concat="no_transpose")),
+        ("the heads are concatenated in the wrong order: each position's vector is head 0's d_head values, "
+         "then head 1's, ...: out.transpose(1, 2).reshape(B, T, d_model)", bug(concat="heads_last")),
+        ("the output projection w_o is missing: return self.w_o(concatenated heads)", bug(w_o=False)),
+        ("forward uses the query for keys and values: project key with w_k and value with w_v", bug(inputs="query")),
+        ("keys and values are swapped: keys come from w_k(key), values from w_v(value)", bug(inputs="swap")),
+    ]
+    if mask is not None:
+        bugs[:0] = [
+            ("the mask is ignored: pass it on to the attention, where scores are filled with -inf where it is False",
+             bug(mask_mode="ignore")),
+            ("the mask is inverted: True means 'may attend'; fill the scores where the mask is False",
+             bug(mask_mode="inverted")),
+        ]
+    return bugs
+
+
+@_exercise(
+    "multi_head_attention",
+    "project with w_q, w_k, w_v, split into heads (B, H, L, d_head), attend, merge the heads and apply w_o",
+)
+def check_multi_head_attention(cls: Callable[..., nn.Module]) -> str:
+    """Check a multi-head attention module (paper §3.2.2).
+
+    Expected signature: ``cls(d_model, n_heads, dropout=0.0)``, an ``nn.Module``
+    owning four ``nn.Linear(d_model, d_model)`` named ``w_q, w_k, w_v, w_o``, with
+    ``forward(query, key, value, mask=None) -> output``. The check copies those
+    weights into ``nn.MultiheadAttention`` and compares.
+
+    Shape:
+        query ``(B, T, D)``, key and value ``(B, S, D)``, mask bool broadcastable
+        to ``(B, H, T, S)`` (True = may attend); output ``(B, T, D)``.
+
+    Args:
+        cls: the learner's class.
+
+    Returns:
+        True if correct (one line printed), False if it still raises NotImplementedError.
+
+    Raises:
+        ExerciseError: naming the likely bug (scaling, head split or merge, missing
+            w_o, mask ignored or inverted, key/value mixed up).
+    """
+    D, H = 12, 3  # d_head = 4: sqrt(d_head) = 2, sqrt(d_model) = 3.46, d_head = 4 all differ
+    m = _module(cls, (D, H, 0.0), "cls(d_model, n_heads, dropout=0.0)")
+    for name in ("w_q", "w_k", "w_v", "w_o"):
+        _linear(m, name, D, D, "your MultiHeadAttention")
+    B, T, S = 2, 4, 6
+    pad = torch.tensor([[True] * S, [True] * (S - 2) + [False] * 2])
+    x = torch.randn(B, T, D)
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    # T != S and key != value, so mixing up lengths or inputs shows.
+    cases = [
+        ("cross-attention without a mask", (torch.randn(B, T, D), torch.randn(B, S, D), torch.randn(B, S, D), None)),
+        ("cross-attention with a padding mask (B, 1, 1, S)",
+         (torch.randn(B, T, D), torch.randn(B, S, D), torch.randn(B, S, D), pad[:, None, None, :])),
+        ("self-attention with a causal mask (T, T)", (x, x, x, causal)),
+    ]
+    for case, (q, k, v, mask) in cases:
+        inputs = {"query": q, "key": k, "value": v}
+        originals = {name: t.clone() for name, t in inputs.items()}
+        out = _call(m, q, k, v) if mask is None else _call(m, q, k, v, mask)
+        _expect_unchanged(originals, inputs)
+        out = _expect_tensor(out, "the output", (B, T, D), q.dtype, shape_hint="one d_model vector per query: (B, T, d_model)")
+        _diagnose(out, _torch_mha(m, H, q, k, v, mask), _mha_bugs(m, H, q, k, v, mask), f"the output ({case})",
+                  "compare with nn.MultiheadAttention holding your weights")
+    return "shapes, values against nn.MultiheadAttention with your weights, padding and causal masks, inputs unchanged"
+

@@ -1,0 +1,313 @@
+"""Checks for the encoder and decoder layers (paper §3.1): sublayers, residual connections, post-norm.
+
+The check copies the learner's submodules (attention, feed-forward, LayerNorms
+with distinct non-trivial weights) into the package's ``EncoderLayer`` or
+``DecoderLayer`` and compares outputs. The bug simulations restack the same
+submodules wrongly with :func:`_residual_stack`: pre-norm, a missing residual,
+norms swapped or shared, sublayers out of order, masks dropped or swapped.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Callable, Sequence
+
+import torch
+from torch import nn
+
+from transformer_lessons.checks._frame import (
+    _ATOL,
+    _RTOL,
+    Bug,
+    ExerciseError,
+    _call,
+    _diagnose,
+    _exercise,
+    _expect_tensor,
+    _expect_unchanged,
+    _module,
+    _shape,
+    _submodule,
+)
+from transformer_lessons.masks import causal_mask
+from transformer_lessons.model import DecoderLayer, EncoderLayer
+
+
+def _residual_stack(x, steps, mode="post"):
+    """Apply (sublayer, norm, residual) steps: post-norm (the paper), pre-norm, or norm on the sublayer."""
+    for sublayer, norm, residual in steps:
+        if mode == "pre":
+            x = (x if residual else 0) + sublayer(norm(x))
+        elif mode == "norm_sublayer":
+            x = x + norm(sublayer(x))
+        else:
+            x = norm((x if residual else 0) + sublayer(x))
+    return x
+
+
+def _copy_layer(learner: nn.Module, name: str, description: str, target: nn.Module) -> None:
+    """Load the learner's submodule `name` into the reference's `target` (same parameter names)."""
+    source = _submodule(learner, name, description)
+    try:
+        target.load_state_dict(source.state_dict())
+    except RuntimeError as error:
+        raise ExerciseError(f"`{name}` should be {description}; its parameters do not match:\n{error}") from None
+
+
+def _learner_norms(learner: nn.Module, count: int) -> list[tuple[str, Any]]:
+    """The learner's LayerNorms in sublayer order, with the names to report them by.
+
+    Two layouts: ``norm1``, ``norm2``, ... on the layer (what the exercises ask for),
+    or ``sublayers[i].norm`` (the package's SublayerConnection, as in model.EncoderLayer).
+    """
+    sublayers = getattr(learner, "sublayers", None)
+    if not hasattr(learner, "norm1") and isinstance(sublayers, nn.ModuleList) and len(sublayers) == count:
+        return [(f"sublayers[{i}].norm", getattr(sublayer, "norm", None)) for i, sublayer in enumerate(sublayers)]
+    return [(f"norm{i + 1}", getattr(learner, f"norm{i + 1}", None)) for i in range(count)]
+
+
+def _copy_norms(learner: nn.Module, targets: Sequence[nn.Module], D: int) -> None:
+    """Give the learner's norms distinct non-trivial gains and biases, and copy them into the reference."""
+    for (name, norm), target in zip(_learner_norms(learner, len(targets)), targets):
+        if not isinstance(norm, nn.Module):
+            raise ExerciseError(
+                f"your layer should have a submodule `{name}` (a LayerNorm(d_model) with weight and bias of shape ({D},))"
+            )
+        for param in ("weight", "bias"):
+            p = getattr(norm, param, None)
+            if not isinstance(p, torch.Tensor) or _shape(p) != (D,):
+                raise ExerciseError(f"`{name}` should be a LayerNorm(d_model) with a `{param}` of shape ({D},)")
+        norm.weight.copy_(1 + 0.5 * torch.randn(D))  # distinct per norm, so a swapped or shared norm shows
+        norm.bias.copy_(0.5 * torch.randn(D))
+        target.weight.copy_(norm.weight)
+        target.bias.copy_(norm.bias)
+
+
+def _pad_mask(lengths: Sequence[int], size: int) -> torch.Tensor:
+    return (torch.arange(size)[None, :] < torch.tensor(lengths)[:, None])[:, None, None, :]  # (B, 1, 1, size)
+
+
+_NORM_HINT = "norm the SUM: x = norm(x + sublayer(x)), not x + norm(sublayer(x))"
+
+
+def _encoder_layer_bugs(ref: EncoderLayer, x: torch.Tensor, mask: torch.Tensor | None) -> list[Bug]:
+    """The common encoder layer bugs, restacking the reference's submodules: each hint, and what it returns."""
+    n1, n2, ff = ref.sublayers[0].norm, ref.sublayers[1].norm, ref.feed_forward
+
+    def sa(mk):
+        return lambda y: ref.self_attn(y, y, y, mk)
+
+    def bug(steps, mode="post"):
+        return lambda: _residual_stack(x, steps, mode)
+
+    bugs: list[Bug] = [
+        ("that is pre-norm, x + sublayer(norm(x)); this exercise follows the paper's post-norm: "
+         "x = norm1(x + self_attn(x, x, x, src_mask)), then x = norm2(x + feed_forward(x))",
+         bug([(sa(mask), n1, True), (ff, n2, True)], "pre")),
+        ("the residual around self-attention is missing: x = norm1(x + self_attn(x, x, x, src_mask))",
+         bug([(sa(mask), n1, False), (ff, n2, True)])),
+        ("the residual around the feed-forward is missing: x = norm2(x + feed_forward(x))",
+         bug([(sa(mask), n1, True), (ff, n2, False)])),
+        ("both residual connections are missing: norm(x + sublayer(x)), adding the sublayer's input back",
+         bug([(sa(mask), n1, False), (ff, n2, False)])),
+        ("norm1 and norm2 are swapped: norm1 follows self-attention, norm2 the feed-forward",
+         bug([(sa(mask), n2, True), (ff, n1, True)])),
+        ("the same LayerNorm is used twice: norm1 after self-attention, norm2 after the feed-forward",
+         bug([(sa(mask), n1, True), (ff, n1, True)])),
+        ("the same LayerNorm is used twice: norm1 after self-attention, norm2 after the feed-forward",
+         bug([(sa(mask), n2, True), (ff, n2, True)])),
+        ("the sublayers are in the wrong order: self-attention first, then the feed-forward",
+         bug([(ff, n1, True), (sa(mask), n2, True)])),
+        (_NORM_HINT, bug([(sa(mask), n1, True), (ff, n2, True)], "norm_sublayer")),
+    ]
+    if mask is not None:
+        bugs.insert(0, ("src_mask is not passed to self-attention: self_attn(x, x, x, src_mask), so no "
+                        "query attends to padding", bug([(sa(None), n1, True), (ff, n2, True)])))
+    return bugs
+
+
+@_exercise(
+    "encoder_layer",
+    "self-attention then feed-forward, each inside a residual connection followed by its LayerNorm",
+)
+def check_encoder_layer(cls: Callable[..., nn.Module]) -> str:
+    """Check an encoder layer: self-attention then feed-forward, each with residual and post-norm (paper §3.1).
+
+    Expected signature: ``cls(d_model, n_heads, d_ff, dropout=0.0)``, an
+    ``nn.Module`` with submodules ``self_attn`` (the package's
+    ``MultiHeadAttention``), ``feed_forward`` (``PositionwiseFeedForward``),
+    ``norm1``, ``norm2`` (LayerNorm), and ``forward(x, src_mask=None)``::
+
+        x = norm1(x + dropout(self_attn(x, x, x, src_mask)))
+        x = norm2(x + dropout(feed_forward(x)))
+
+    The norms may instead live in ``sublayers[0].norm`` and ``sublayers[1].norm``
+    (the package's ``SublayerConnection`` layout). The check copies the learner's
+    submodules into the package's ``EncoderLayer`` (with non-trivial LayerNorm
+    weights) and compares.
+
+    Shape:
+        x ``(B, S, D)``, src_mask bool broadcastable to ``(B, 1, S, S)`` -> ``(B, S, D)``.
+
+    Args:
+        cls: the learner's class.
+
+    Returns:
+        True if correct (one line printed), False if it still raises NotImplementedError.
+
+    Raises:
+        ExerciseError: naming the likely bug (pre-norm, missing residual, mask not
+            passed, norms swapped or shared, sublayers in the wrong order).
+    """
+    D, H, d_ff, B, S = 8, 2, 16, 2, 5
+    m = _module(cls, (D, H, d_ff, 0.0), "cls(d_model, n_heads, d_ff, dropout=0.0)")
+    ref = EncoderLayer(D, H, d_ff, dropout=0.0).eval()
+    _copy_layer(m, "self_attn", "a MultiHeadAttention(d_model, n_heads, dropout)", ref.self_attn)
+    _copy_layer(m, "feed_forward", "a PositionwiseFeedForward(d_model, d_ff, dropout)", ref.feed_forward)
+    _copy_norms(m, (ref.sublayers[0].norm, ref.sublayers[1].norm), D)
+    x = 2 * torch.randn(B, S, D) + 1
+    for mask in (None, _pad_mask([S, S - 2], S)):
+        original = x.clone()
+        out = _call(m, x) if mask is None else _call(m, x, mask)
+        _expect_unchanged({"x": original}, {"x": x})
+        out = _expect_tensor(out, "the output", x.shape, x.dtype, shape_hint="an encoder layer keeps the shape (B, S, d_model)")
+        what = "the output" + (" with a padding mask" if mask is not None else "")
+        _diagnose(out, ref(x, mask), _encoder_layer_bugs(ref, x, mask), what)
+    return "values against the package's EncoderLayer holding your weights, with and without a padding mask"
+
+
+_CAUSAL_HINT = (
+    "the future leaks: changing a later target position changed the outputs at earlier positions. "
+    "Pass tgt_mask to the self-attention: self_attn(x, x, x, tgt_mask)"
+)
+
+
+def _decoder_layer_bugs(ref: DecoderLayer, x: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor,
+                        tgt_mask: torch.Tensor) -> list[Bug]:
+    """The common decoder layer bugs, restacking the reference's submodules: each hint, and what it returns."""
+    norms = [s.norm for s in ref.sublayers]
+    ff = ref.feed_forward
+
+    def sa(mk):
+        return lambda y: ref.self_attn(y, y, y, mk)
+
+    def ca(mk, source="memory", query="y"):
+        def attend(y):
+            kv = memory if source == "memory" else y
+            q = {"y": y, "x": x, "memory": memory}[query]
+            return ref.cross_attn(q, kv, kv, mk)
+
+        return attend
+
+    def bug(steps, mode="post"):
+        return lambda: _residual_stack(x, steps, mode)
+
+    def layer(s=None, c=None, f=ff, order=(0, 1, 2), residual=(True, True, True)):
+        subs = [s or sa(tgt_mask), c or ca(src_mask), f]
+        return [(subs[i], norms[order[i]], residual[i]) for i in range(3)]
+
+    bugs: list[Bug] = [
+        (_CAUSAL_HINT, bug(layer(s=sa(None)))),
+        ("src_mask and tgt_mask are swapped: self-attention takes tgt_mask (causal + padding), "
+         "cross-attention takes src_mask (source padding)", bug(layer(s=sa(src_mask), c=ca(tgt_mask)))),
+        ("cross-attention must attend over the encoder's output: cross_attn(x, memory, memory, src_mask); "
+         "you used x as keys and values", bug(layer(c=ca(src_mask, source="x")))),
+        ("in cross-attention the QUERIES come from the decoder (x) and keys and values from memory: "
+         "cross_attn(x, memory, memory, src_mask)", bug(layer(c=ca(src_mask, query="memory")))),
+        ("cross-attention should take the output of the self-attention sublayer as its query, not the "
+         "layer's input", bug(layer(c=ca(src_mask, query="x")))),
+        ("src_mask is not passed to cross-attention: cross_attn(x, memory, memory, src_mask), so no query "
+         "attends to source padding", bug(layer(c=ca(None)))),
+        ("that is pre-norm, x + sublayer(norm(x)); this exercise follows the paper's post-norm: "
+         "x = norm(x + sublayer(x)) for each of the three sublayers", bug(layer(), "pre")),
+        (_NORM_HINT, bug(layer(), "norm_sublayer")),
+        ("the sublayers are in the wrong order: masked self-attention, then cross-attention, then feed-forward",
+         bug([(ca(src_mask), norms[0], True), (sa(tgt_mask), norms[1], True), (ff, norms[2], True)])),
+    ]
+    for i, name in enumerate(("self-attention", "cross-attention", "feed-forward")):
+        residual = tuple(j != i for j in range(3))
+        bugs.append((f"the residual around the {name} is missing: x = norm{i + 1}(x + sublayer(x))",
+                     bug(layer(residual=residual))))
+    for order in itertools.product(range(3), repeat=3):  # every other way to pick a norm per sublayer
+        if order == (0, 1, 2):
+            continue
+        bugs.append(("the LayerNorms are mixed up: norm1 after self-attention, norm2 after cross-attention, "
+                     "norm3 after the feed-forward", bug(layer(order=order))))
+    return bugs
+
+
+@_exercise(
+    "decoder_layer",
+    "masked self-attention, cross-attention over memory, feed-forward, each with a residual and a LayerNorm",
+)
+def check_decoder_layer(cls: Callable[..., nn.Module]) -> str:
+    """Check a decoder layer: masked self-attention, cross-attention, feed-forward (paper §3.1).
+
+    Expected signature: ``cls(d_model, n_heads, d_ff, dropout=0.0)``, an
+    ``nn.Module`` with ``self_attn``, ``cross_attn`` (package
+    ``MultiHeadAttention``), ``feed_forward`` (``PositionwiseFeedForward``),
+    ``norm1``, ``norm2``, ``norm3`` (LayerNorm), and
+    ``forward(x, memory, src_mask=None, tgt_mask=None)``::
+
+        x = norm1(x + dropout(self_attn(x, x, x, tgt_mask)))
+        x = norm2(x + dropout(cross_attn(x, memory, memory, src_mask)))
+        x = norm3(x + dropout(feed_forward(x)))
+
+    The norms may instead live in ``sublayers[i].norm`` (the package's
+    ``SublayerConnection`` layout). The check copies the learner's submodules into
+    the package's ``DecoderLayer`` and compares, and checks that no position sees
+    later ones.
+
+    Shape:
+        x ``(B, T, D)``, memory ``(B, S, D)``, src_mask broadcastable to
+        ``(B, 1, T, S)``, tgt_mask to ``(B, 1, T, T)`` -> ``(B, T, D)``.
+
+    Args:
+        cls: the learner's class.
+
+    Returns:
+        True if correct (one line printed), False if it still raises NotImplementedError.
+
+    Raises:
+        ExerciseError: naming the likely bug (no causal mask, masks swapped,
+            cross-attention over x instead of memory, pre-norm, missing residual, ...).
+    """
+    D, H, d_ff, B, T = 8, 2, 16, 2, 5
+    m = _module(cls, (D, H, d_ff, 0.0), "cls(d_model, n_heads, d_ff, dropout=0.0)")
+    ref = DecoderLayer(D, H, d_ff, dropout=0.0).eval()
+    _copy_layer(m, "self_attn", "a MultiHeadAttention(d_model, n_heads, dropout)", ref.self_attn)
+    _copy_layer(m, "cross_attn", "a MultiHeadAttention(d_model, n_heads, dropout)", ref.cross_attn)
+    _copy_layer(m, "feed_forward", "a PositionwiseFeedForward(d_model, d_ff, dropout)", ref.feed_forward)
+    _copy_norms(m, [s.norm for s in ref.sublayers], D)
+    x = 2 * torch.randn(B, T, D) + 1
+    tgt_mask = _pad_mask([T, T - 2], T) & causal_mask(T)  # (B, 1, T, T)
+    # First with memory as long as the target (S = T), so that swapped masks still run and can be named;
+    # then with a longer memory.
+    for S in (T, T + 2):
+        memory = torch.randn(B, S, D)
+        src_mask = _pad_mask([S - 1, S], S)  # (B, 1, 1, S)
+        inputs = {"x": x, "memory": memory, "src_mask": src_mask, "tgt_mask": tgt_mask}
+        originals = {name: t.clone() for name, t in inputs.items()}
+        out = _call(m, x, memory, src_mask, tgt_mask)
+        _expect_unchanged(originals, inputs)
+        out = _expect_tensor(out, "the output", x.shape, x.dtype, shape_hint="one vector per TARGET position: (B, T, d_model)")
+        bugs = _decoder_layer_bugs(ref, x, memory, src_mask, tgt_mask)
+        try:
+            _diagnose(out, ref(x, memory, src_mask, tgt_mask), bugs, f"the output (memory length {S})")
+        except ExerciseError as error:
+            if not error.known_bug and _leaks_future(m, x, memory, src_mask, tgt_mask, out):
+                raise ExerciseError(_CAUSAL_HINT) from None
+            raise
+        if S == T and _leaks_future(m, x, memory, src_mask, tgt_mask, out):
+            raise ExerciseError(_CAUSAL_HINT)
+    return ("values against the package's DecoderLayer holding your weights, masks, memory longer than the "
+            "target, no peeking at later positions")
+
+
+def _leaks_future(m, x, memory, src_mask, tgt_mask, out) -> bool:
+    """Does changing the last target position change the outputs at earlier positions?"""
+    changed = x.clone()
+    changed[:, -1] = torch.randn_like(changed[:, -1])
+    again = _call(m, changed, memory, src_mask, tgt_mask)
+    return isinstance(again, torch.Tensor) and not torch.allclose(again[:, :-1], out[:, :-1], atol=_ATOL, rtol=_RTOL)
+

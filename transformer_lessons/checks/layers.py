@@ -1,0 +1,194 @@
+"""Checks for the layers inside a sublayer: layer normalisation and the position-wise feed-forward (§3.1, §3.3).
+
+The references: ``nn.LayerNorm`` holding the learner's (non-trivial) gain and
+bias, and ``w_2(relu(w_1(x)))`` computed from the learner's own two Linear layers.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from transformer_lessons.checks._frame import (
+    Bug,
+    ExerciseError,
+    _call,
+    _diagnose,
+    _exercise,
+    _expect_tensor,
+    _expect_unchanged,
+    _linear,
+    _module,
+    _shape,
+)
+
+
+def _layer_norm(x, weight, bias, eps=1e-5, unbiased=False, eps_outside=False, dim=-1,
+                gain=True, shift=True, sqrt=True, swap=False):
+    """LayerNorm with knobs that reproduce the common bugs (defaults: nn.LayerNorm)."""
+    mean = x.mean(dim=dim, keepdim=True)
+    var = x.var(dim=dim, keepdim=True, unbiased=unbiased)
+    if eps_outside:
+        normed = (x - mean) / (var.sqrt() + eps)
+    else:
+        normed = (x - mean) / ((var + eps).sqrt() if sqrt else var + eps)
+    if swap:
+        weight, bias = bias, weight
+    return (weight * normed if gain else normed) + (bias if shift else 0)
+
+
+def _layer_norm_bugs(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> list[Bug]:
+    """The common LayerNorm bugs on x: each hint, and what that bug returns."""
+
+    def bug(**knobs):
+        return lambda: _layer_norm(x, weight, bias, **({"eps": eps} | knobs))
+
+    bugs: list[Bug] = [
+        ("use the biased variance, as nn.LayerNorm does: x.var(dim=-1, keepdim=True, unbiased=False) "
+         "(torch.var's default divides by D - 1)", bug(unbiased=True)),
+        ("eps belongs INSIDE the square root: (x - mean) / torch.sqrt(var + eps), not / (std + eps)", bug(eps_outside=True)),
+        ("use the biased variance and put eps inside the square root: (x - mean) / torch.sqrt(var + eps) "
+         "with var = x.var(dim=-1, keepdim=True, unbiased=False)", bug(eps_outside=True, unbiased=True)),
+        ("divide by the standard deviation, torch.sqrt(var + eps), not by the variance", bug(sqrt=False)),
+        ("normalise over the LAST axis, the features: mean(dim=-1, keepdim=True), var(dim=-1, ...); "
+         "you normalised over the batch (dim=0)", bug(dim=0)),
+        ("normalise over the LAST axis, the features: mean(dim=-1, keepdim=True); you normalised over the "
+         "positions (dim=1)", bug(dim=1)),
+        ("normalise each vector over the LAST axis (dim=-1, keepdim=True), not over the whole tensor",
+         bug(dim=(0, 1, 2))),
+        ("the gain is missing: multiply the normalised x by self.weight", bug(gain=False)),
+        ("the bias is missing: add self.bias after scaling", bug(shift=False)),
+        ("the gain and the bias are missing: return self.weight * normalised + self.bias", bug(gain=False, shift=False)),
+        ("weight and bias are swapped: weight multiplies, bias adds", bug(swap=True)),
+    ]
+    if eps != 1e-5:
+        bugs.insert(0, ("the eps argument is ignored: store it (self.eps = eps) and use it", bug(eps=1e-5)))
+    else:
+        bugs.insert(0, ("the default eps should be 1e-5, as nn.LayerNorm's", bug(eps=1e-6)))
+    return bugs
+
+
+@_exercise(
+    "layer_norm",
+    "create the parameters weight and bias, and normalise each vector over its last axis",
+)
+def check_layer_norm(cls: Callable[..., nn.Module]) -> str:
+    """Check a layer normalisation module (Ba et al. 2016; paper §3.1 uses it after every sublayer).
+
+    Expected signature: ``cls(d_model, eps=1e-5)``, an ``nn.Module`` with
+    parameters ``weight`` (ones) and ``bias`` (zeros) of shape ``(d_model,)``,
+    computing ``weight * (x - mean) / sqrt(var + eps) + bias`` over the last
+    axis with the biased variance: the same function as ``nn.LayerNorm``.
+
+    Shape:
+        ``(..., D)`` -> ``(..., D)``.
+
+    Args:
+        cls: the learner's class.
+
+    Returns:
+        True if correct (one line printed), False if it still raises NotImplementedError.
+
+    Raises:
+        ExerciseError: naming the likely bug (unbiased variance, eps outside the
+            square root, wrong axis, missing gain or bias, ignored eps).
+    """
+    D = 8
+    m = _module(cls, (D,), "cls(d_model, eps=1e-5)")
+    for name, start in (("weight", torch.ones(D)), ("bias", torch.zeros(D))):
+        p = getattr(m, name, None)
+        if not isinstance(p, nn.Parameter):
+            raise ExerciseError(
+                f"`{name}` should be an nn.Parameter of shape ({D},) so the optimiser trains it; "
+                f"got {type(p).__name__ if p is not None else 'nothing'}"
+            )
+        if _shape(p) != (D,):
+            raise ExerciseError(f"`{name}` should have shape (d_model,) = ({D},), got {_shape(p)}")
+        if not torch.equal(p.detach(), start):
+            start_name = "torch.ones(d_model)" if name == "weight" else "torch.zeros(d_model)"
+            raise ExerciseError(f"`{name}` should start as {start_name}, as nn.LayerNorm's does")
+    # Non-trivial gain and bias, so forgetting (or swapping) them shows.
+    m.weight.copy_(1 + 0.5 * torch.randn(D))
+    m.bias.copy_(torch.randn(D))
+    weight, bias = m.weight.detach().clone(), m.bias.detach().clone()
+    # Rows at very different scales: tiny-variance rows make eps's place visible.
+    scale = torch.tensor([[3.0, 1e-3, 1.0], [0.5, 2.0, 1e-3]])[..., None]  # (2, 3, 1)
+    x = scale * (torch.randn(2, 3, D) + 1.5)  # (2, 3, D), non-zero means
+    for eps in (1e-5, 1e-2):
+        layer = m if eps == 1e-5 else _make_layer_norm(cls, D, eps, weight, bias)
+        original = x.clone()
+        out = _expect_tensor(_call(layer, x), "the output", x.shape, x.dtype)
+        _expect_unchanged({"x": original}, {"x": x})
+        reference = nn.LayerNorm(D, eps=eps)
+        reference.weight.copy_(weight)
+        reference.bias.copy_(bias)
+        _diagnose(out, reference(x), _layer_norm_bugs(x, weight, bias, eps), f"the output (eps={eps})",
+                  "compare with nn.LayerNorm(d_model)")
+    return "parameters, values against nn.LayerNorm with non-trivial weight and bias, eps, inputs unchanged"
+
+
+def _make_layer_norm(cls, D, eps, weight, bias) -> nn.Module:
+    m = _module(lambda *args: cls(*args, eps=eps), (D,), "cls(d_model, eps=1e-5)")
+    m.weight.copy_(weight)
+    m.bias.copy_(bias)
+    return m
+
+
+def _ffn(m, x, relu_at=("hidden",), activation=F.relu, residual=False):
+    """w_2(relu(w_1(x))) from the learner's layers, with knobs that reproduce the common bugs."""
+    h = F.linear(activation(x) if "input" in relu_at else x, m.w_1.weight, m.w_1.bias)  # (B, L, d_ff)
+    h = activation(h) if "hidden" in relu_at else h
+    y = F.linear(h, m.w_2.weight, m.w_2.bias)  # (B, L, D)
+    y = activation(y) if "output" in relu_at else y
+    return x + y if residual else y
+
+
+@_exercise("feed_forward", "Linear w_1 (d_model -> d_ff), ReLU, Linear w_2 (d_ff -> d_model)")
+def check_feed_forward(cls: Callable[..., nn.Module]) -> str:
+    """Check the position-wise feed-forward network (paper §3.3, Eq. 2).
+
+    Expected signature: ``cls(d_model, d_ff, dropout=0.0)``, an ``nn.Module`` with
+    ``w_1 = nn.Linear(d_model, d_ff)`` and ``w_2 = nn.Linear(d_ff, d_model)``,
+    computing ``FFN(x) = w_2(ReLU(w_1(x)))`` (dropout, if any, on the hidden layer).
+
+    Shape:
+        ``(B, L, D)`` -> ``(B, L, D)`` through ``(B, L, d_ff)``.
+
+    Args:
+        cls: the learner's class.
+
+    Returns:
+        True if correct (one line printed), False if it still raises NotImplementedError.
+
+    Raises:
+        ExerciseError: naming the likely bug (missing ReLU, ReLU in the wrong
+            place or twice, another activation, a residual added inside).
+    """
+    D, d_ff = 6, 10
+    m = _module(cls, (D, d_ff, 0.0), "cls(d_model, d_ff, dropout=0.0)")
+    _linear(m, "w_1", D, d_ff, "your feed-forward module")
+    _linear(m, "w_2", d_ff, D, "your feed-forward module")
+    x = torch.randn(2, 3, D)
+    original = x.clone()
+    out = _expect_tensor(_call(m, x), "the output", x.shape, x.dtype, shape_hint="FFN maps (B, L, d_model) to (B, L, d_model)")
+    _expect_unchanged({"x": original}, {"x": x})
+    bugs = [
+        ("the ReLU is missing: without it the two Linear layers collapse into one linear map. "
+         "w_2(relu(w_1(x)))", lambda: _ffn(m, x, relu_at=())),
+        ("apply the ReLU only between the two Linear layers: the output of w_2 must be able to go negative",
+         lambda: _ffn(m, x, relu_at=("hidden", "output"))),
+        ("the ReLU is in the wrong place: it goes between the Linear layers, on the hidden (B, L, d_ff) "
+         "activations, not after w_2", lambda: _ffn(m, x, relu_at=("output",))),
+        ("the ReLU is in the wrong place: it goes on the hidden activations, after w_1, not on the input",
+         lambda: _ffn(m, x, relu_at=("input",))),
+        ("the paper uses ReLU, max(0, x), between the two Linear layers (GELU is a later choice, e.g. BERT/GPT)",
+         lambda: _ffn(m, x, activation=F.gelu)),
+        ("don't add the residual here: the sublayer connection adds x around the whole FFN",
+         lambda: _ffn(m, x, residual=True)),
+    ]
+    _diagnose(out, _ffn(m, x), bugs, "the output")
+    return "w_1, w_2 shapes, values of w_2(relu(w_1(x))), inputs unchanged"
+

@@ -1,0 +1,255 @@
+"""Checks for the masks (paper §3.2.3): causal, padding, the decoder's target mask, and converting conventions.
+
+The course's convention: masks are ``bool`` and ``True`` means "may attend"
+(see :mod:`transformer_lessons.masks`). Each check builds the expected mask
+independently with ``torch.tril`` and comparisons, and names the bugs that break
+the convention: an inverted mask, a float mask, a shape that masks queries
+instead of keys, OR instead of AND.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from transformer_lessons.checks._frame import (
+    ExerciseError,
+    _call,
+    _diagnose,
+    _exercise,
+    _expect_tensor,
+    _expect_unchanged,
+    _shape,
+)
+
+
+@_exercise("causal_mask", "return a (size, size) bool tensor, True on and below the diagonal")
+def check_causal_mask(fn: Callable[[int], torch.Tensor]) -> str:
+    """Check a causal ("subsequent") mask (paper §3.2.3).
+
+    Expected signature: ``fn(size) -> BoolTensor (size, size)`` with
+    ``mask[t, s] = True`` iff ``s <= t``: position t may attend to 0..t,
+    itself included.
+
+    Args:
+        fn: the learner's function.
+
+    Returns:
+        True if correct (one line printed), False if ``fn`` still raises NotImplementedError.
+
+    Raises:
+        ExerciseError: naming the likely bug (diagonal excluded, upper triangle,
+            inverted, float instead of bool, ...).
+    """
+    for size in (5, 1, 8):
+        mask = _expect_tensor(_call(fn, size), f"causal_mask({size})", finite=False)
+        if _shape(mask) != (size, size):
+            raise ExerciseError(f"causal_mask({size}) should have shape ({size}, {size}), got {_shape(mask)}")
+        ones = torch.ones(size, size, dtype=torch.bool)
+        expected = torch.tril(ones)
+        if mask.dtype != torch.bool:
+            if mask.is_floating_point() and torch.isinf(mask).any():
+                raise ExerciseError(
+                    "that is an additive float mask (0 / -inf, as nn.Transformer.generate_square_subsequent_mask "
+                    "builds): this course uses bool masks with True = may attend; build the triangle on a bool tensor"
+                )
+            if torch.equal(mask == 0, ~expected) or torch.equal(mask == 0, expected):
+                raise ExerciseError(
+                    f"the pattern is there but the dtype is {mask.dtype}: masks in this course are bool "
+                    "(dtype=torch.bool) with True = may attend, e.g. torch.ones(size, size, dtype=torch.bool).tril()"
+                )
+            raise ExerciseError(f"the mask should be a bool tensor (dtype=torch.bool), got {mask.dtype}")
+        bugs = [
+            ("the mask is inverted: True must mean 'may attend' (on and below the diagonal). True = blocked is "
+             "nn.Transformer's convention, not ours", lambda: ~torch.tril(ones)),
+            ("off by one: the diagonal is excluded, but a token may attend to itself. Use tril() (diagonal=0), "
+             "not tril(-1)", lambda: torch.tril(ones, -1)),
+            ("off by one: position t may also see t + 1. Use tril() (diagonal=0), not tril(1)", lambda: torch.tril(ones, 1)),
+            ("that is the upper triangle (triu): position t may see the PAST, 0..t, so True goes on and below the "
+             "diagonal: tril()", lambda: torch.triu(ones)),
+            ("every position may attend everywhere: keep only the lower triangle with tril()", lambda: ones),
+        ]
+        _diagnose(mask, expected, bugs, f"causal_mask({size})")
+    return "shape, bool dtype, lower triangle with the diagonal, sizes 1, 5, 8"
+
+
+@_exercise("padding_mask", "return a bool tensor (B, 1, 1, S), True where the token is not pad_id")
+def check_padding_mask(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> str:
+    """Check a padding mask that hides padding keys from every query.
+
+    Expected signature: ``fn(tokens, pad_id) -> BoolTensor`` broadcastable to
+    ``(B, 1, 1, S)``, True where the key is a real token (not padding).
+
+    Shape:
+        tokens ``(B, S)`` -> mask ``(B, 1, 1, S)``, which broadcasts over heads
+        and queries of the scores ``(B, H, T, S)``.
+
+    Args:
+        fn: the learner's function.
+
+    Returns:
+        True if correct (one line printed), False if ``fn`` still raises NotImplementedError.
+
+    Raises:
+        ExerciseError: naming the likely bug (inverted, shape that masks queries
+            or mis-broadcasts, not bool, hard-coded pad id).
+    """
+    pad_id = 1  # not 0, so a hard-coded 0 shows; 0 appears as a real token below
+    tokens = torch.tensor([[5, 0, 7, 3, 1, 1], [4, 9, 2, 8, 6, 0], [2, 1, 1, 1, 1, 1]])
+    B, S = tokens.shape
+    H, T = 2, 5  # scores (B, H, T, S) with every size different, so wrong broadcasts show
+    original = tokens.clone()
+    mask = _expect_tensor(_call(fn, tokens, pad_id), "padding_mask(tokens, pad_id)")
+    _expect_unchanged({"tokens": original}, {"tokens": tokens})
+    if _shape(mask) == (B, S):
+        raise ExerciseError(
+            f"shape (B, S) = {(B, S)} does not broadcast over the scores (B, H, T, S): PyTorch lines up trailing "
+            "axes, so the batch axis would meet the queries. Add two singleton axes: [:, None, None, :] -> (B, 1, 1, S)"
+        )
+    if _shape(mask) == (B, 1, S, 1) or _shape(mask) == (B, S, 1):
+        raise ExerciseError(
+            f"shape {_shape(mask)} masks queries (rows) instead of keys (columns): padding keys must be hidden "
+            "from every query, so S goes last: (B, 1, 1, S)"
+        )
+    try:
+        broadcast = torch.broadcast_shapes(mask.shape, (B, H, T, S))
+    except RuntimeError:
+        broadcast = None
+    if broadcast != (B, H, T, S):
+        raise ExerciseError(f"the mask should have shape (B, 1, 1, S) = {(B, 1, 1, S)}, got {_shape(mask)}")
+    if mask.dtype != torch.bool:
+        raise ExerciseError(
+            f"the mask should be a bool tensor (True = may attend), got dtype {mask.dtype}: "
+            "a comparison like tokens != pad_id is already bool"
+        )
+    got = mask.expand(B, H, T, S)
+
+    def full(m):
+        return m[:, None, None, :].expand(B, H, T, S)
+
+    bugs = [
+        ("the mask is inverted: True must mean 'may attend', i.e. a real token: use tokens != pad_id, not ==",
+         lambda: full(tokens == pad_id)),
+        ("did you hard-code the pad id? use the pad_id argument: tokens != pad_id", lambda: full(tokens != 0)),
+    ]
+    _diagnose(got, full(tokens != pad_id), bugs, "the mask")
+    return "bool dtype, shape (B, 1, 1, S) broadcasting over the keys, padding positions hidden"
+
+
+@_exercise(
+    "target_mask",
+    "return a bool tensor (B, 1, T, T): True where the key is a real token AND is not in the future",
+)
+def check_target_mask(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> str:
+    """Check the decoder's self-attention mask: no padding keys and no future keys.
+
+    Expected signature: ``fn(tokens, pad_id) -> BoolTensor`` broadcastable to
+    ``(B, 1, T, T)``: ``mask[b, 0, t, s]`` is True iff ``s <= t`` and token
+    ``s`` of sentence ``b`` is not padding (paper §3.2.3, the decoder in §3.1).
+
+    Args:
+        fn: the learner's function.
+
+    Returns:
+        True if correct (one line printed), False if ``fn`` still raises NotImplementedError.
+
+    Raises:
+        ExerciseError: naming the likely bug (only causal, only padding, OR
+            instead of AND, inverted, padding applied to the queries).
+    """
+    pad_id = 1
+    tokens = torch.tensor([[2, 5, 0, 7, 1, 1], [2, 4, 9, 3, 8, 6], [2, 6, 1, 1, 1, 1]])
+    B, T = tokens.shape
+    H = 2
+    original = tokens.clone()
+    mask = _expect_tensor(_call(fn, tokens, pad_id), "target_mask(tokens, pad_id)", finite=False)
+    _expect_unchanged({"tokens": original}, {"tokens": tokens})
+    try:
+        broadcast = torch.broadcast_shapes(mask.shape, (B, H, T, T))
+    except RuntimeError:
+        broadcast = None
+    if broadcast != (B, H, T, T):
+        raise ExerciseError(
+            f"the mask should broadcast to the scores (B, H, T, T) = {(B, H, T, T)}, got shape {_shape(mask)}: "
+            "combine a (B, 1, 1, T) padding mask with a (T, T) causal mask and broadcasting gives (B, 1, T, T)"
+        )
+    if mask.dtype != torch.bool:
+        raise ExerciseError(f"the mask should be a bool tensor (True = may attend), got dtype {mask.dtype}")
+    got = mask.expand(B, H, T, T)
+    causal = torch.ones(T, T, dtype=torch.bool).tril()  # (T, T)
+    keys = (tokens != pad_id)[:, None, None, :]  # (B, 1, 1, T)
+    queries = (tokens != pad_id)[:, None, :, None]  # (B, 1, T, 1)
+
+    def full(m):
+        return m.expand(B, H, T, T)
+
+    bugs = [
+        ("only the causal part is there: padding keys must be hidden too. AND (&) it with the padding mask",
+         lambda: full(causal.expand(B, 1, T, T))),
+        ("only the padding part is there: the decoder must not see future tokens. AND (&) it with the causal mask",
+         lambda: full(keys.expand(B, 1, T, T))),
+        ("that is OR (|): a key must be real AND not in the future, so combine with &",
+         lambda: full(keys | causal)),
+        ("the mask is inverted: True must mean 'may attend'", lambda: full(~(keys & causal))),
+        ("the padding hides queries (rows) instead of keys (columns): pad the last axis, tokens[:, None, None, :]",
+         lambda: full(queries & causal)),
+        ("the causal part is the upper triangle: a token may see the past, so use tril()",
+         lambda: full(keys & causal.T)),
+        ("off by one: the diagonal is excluded, but a token may attend to itself",
+         lambda: full(keys & torch.ones(T, T, dtype=torch.bool).tril(-1))),
+    ]
+    _diagnose(got, full(keys & causal), bugs, "the mask")
+    return "bool dtype, broadcasts to (B, H, T, T), padding keys and future keys hidden"
+
+
+@_exercise(
+    "mask_inversion",
+    "return the mask with True and False swapped (element-wise NOT of a bool tensor)",
+)
+def check_mask_inversion(fn: Callable[[torch.Tensor], torch.Tensor]) -> str:
+    """Check the conversion from ``nn.MultiheadAttention``'s mask convention to ours.
+
+    Expected signature: ``fn(blocked) -> BoolTensor`` of the same shape, where
+    ``blocked`` is True where attention is NOT allowed (PyTorch's
+    ``nn.Transformer`` convention) and the answer is True where it IS allowed
+    (this course's convention, shared with ``F.scaled_dot_product_attention``).
+
+    Args:
+        fn: the learner's function.
+
+    Returns:
+        True if correct (one line printed), False if ``fn`` still raises NotImplementedError.
+
+    Raises:
+        ExerciseError: naming the likely bug (input returned unchanged, a
+            float/int result such as ``1 - blocked``, the argument changed in place).
+    """
+    size = 5
+    positions = torch.arange(size)
+    blocked = positions[None, :] > positions[:, None]  # (T, T): True = the future, which may not be seen
+    original = blocked.clone()
+    answer = _expect_tensor(_call(fn, blocked), "to_course_mask(blocked)", finite=False)
+    if not torch.equal(blocked, original):
+        raise ExerciseError(
+            "your function changed its argument in place (e.g. logical_not_() or blocked[...] = ...): "
+            "build and return a new tensor, ~blocked"
+        )
+    if _shape(answer) != (size, size):
+        raise ExerciseError(f"the answer should keep the mask's shape {(size, size)}, got {_shape(answer)}")
+    expected = ~original
+    if answer.dtype != torch.bool:
+        if torch.equal(answer != 0, expected):
+            raise ExerciseError(
+                f"the values are right but the dtype is {answer.dtype}: converting to numbers (blocked.int(), .float(), arithmetic) loses the bool dtype; "
+                "~blocked (or blocked.logical_not()) keeps a bool tensor"
+            )
+        raise ExerciseError(f"return a bool tensor (True = may attend), got dtype {answer.dtype}")
+    bugs = [
+        ("that is the input unchanged: every True must become False and every False True (use ~blocked)",
+         lambda: original),
+        ("every position may attend everywhere: only the blocked entries should become False", lambda: torch.ones_like(original)),
+    ]
+    _diagnose(answer, expected, bugs, "the mask")
+    return "bool dtype, same shape, every entry swapped, argument left unchanged"
+

@@ -1,0 +1,93 @@
+"""Check for the learning-rate schedule of the paper (§5.3, Eq. 3).
+
+The reference is :func:`transformer_lessons.schedule.noam_rate`, the course's one
+formula. :func:`_buggy_noam` writes the same formula with knobs, only to
+reproduce the mistakes learners make (wrong exponents, max for min, a branch
+missing); with its default knobs it equals ``noam_rate`` (tests/test_checks.py checks).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Callable
+
+import torch
+
+from transformer_lessons.checks._frame import _NO_RETURN, ExerciseError, _call, _exercise
+from transformer_lessons.schedule import noam_rate
+
+
+def _buggy_noam(step, d_model, warmup, factor=1.0, *, d_power=-0.5, step_power=-0.5, warmup_power=-1.5,
+                pick=min) -> float:
+    """Eq. 3 with knobs that reproduce the common bugs; the default knobs give :func:`noam_rate`."""
+    return factor * d_model**d_power * pick(step**step_power, step * warmup**warmup_power)
+
+
+@_exercise(
+    "noam_rate",
+    "return the rate of §5.3, Eq. 3: linear warm-up for `warmup` steps, then decay as 1/sqrt(step)",
+)
+def check_noam_rate(fn: Callable[..., float]) -> str:
+    """Check the learning-rate schedule of the paper (§5.3, Eq. 3), "Noam" after Noam Shazeer.
+
+    Expected signature: ``fn(step, d_model, warmup, factor=1.0) -> float`` with
+    ``factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)``: a linear
+    warm-up for ``warmup`` steps, then decay as ``1/sqrt(step)``. Steps count
+    from 1 (at step 0, ``step ** -0.5`` divides by zero; training loops call the
+    schedule with ``step + 1``).
+
+    Args:
+        fn: the learner's function.
+
+    Returns:
+        True if correct (one line printed), False if it still raises NotImplementedError.
+
+    Raises:
+        ExerciseError: naming the likely bug (no warm-up, wrong exponents,
+            d_model not to the -0.5, max instead of min, factor ignored).
+    """
+    cases = [(step, 512, 4000, 1.0) for step in (1, 100, 3999, 4000, 4001, 10000, 100000)]
+    cases += [(step, 256, 100, 2.0) for step in (1, 50, 100, 1000)]
+    got = []
+    for step, d_model, warmup, factor in cases:
+        value = _call(fn, step, d_model, warmup) if factor == 1.0 else _call(fn, step, d_model, warmup, factor)
+        if isinstance(value, torch.Tensor) and value.numel() == 1:
+            value = value.item()
+        if value is None:
+            raise ExerciseError(_NO_RETURN)
+        if not isinstance(value, numbers.Real):
+            raise ExerciseError(f"the rate should be a float, got {type(value).__name__}")
+        got.append(float(value))
+
+    def matches(rates):
+        return all(math.isclose(g, e, rel_tol=1e-5) for g, e in zip(got, rates))
+
+    expected = [noam_rate(*case) for case in cases]
+    if matches(expected):
+        return "warm-up, peak at step = warmup, 1/sqrt(step) decay, d_model and factor, 11 steps"
+    bugs = [
+        ("the warm-up is missing: take the min of step ** -0.5 and step * warmup ** -1.5, so the rate grows "
+         "linearly for the first `warmup` steps", dict(pick=lambda a, b: a)),
+        ("only the warm-up branch is there: take min(step ** -0.5, step * warmup ** -1.5), so the rate decays "
+         "after `warmup` steps", dict(pick=lambda a, b: b)),
+        ("use min, not max, of step ** -0.5 and step * warmup ** -1.5", dict(pick=max)),
+        ("the exponents are wrong: step ** -0.5 and warmup ** -1.5 (you used warmup ** -0.5)", dict(warmup_power=-0.5)),
+        ("the exponents are wrong: step ** -0.5 (you used -1.5) and warmup ** -1.5", dict(step_power=-1.5)),
+        ("the exponents are swapped: step ** -0.5 and warmup ** -1.5", dict(step_power=-1.5, warmup_power=-0.5)),
+        ("d_model should be raised to the power -0.5: d_model ** -0.5", dict(d_power=0.5)),
+        ("d_model should be raised to the power -0.5: d_model ** -0.5", dict(d_power=-1.0)),
+        ("the factor d_model ** -0.5 is missing", dict(d_power=0.0)),
+    ]
+    for hint, knobs in bugs:
+        if matches([_buggy_noam(*case, **knobs) for case in cases]):
+            raise ExerciseError(hint)
+    if matches([noam_rate(step, d_model, warmup) for step, d_model, warmup, _ in cases]):
+        raise ExerciseError("the `factor` argument is ignored: multiply the rate by it")
+    index = next(i for i, (g, e) in enumerate(zip(got, expected)) if not math.isclose(g, e, rel_tol=1e-5))
+    step, d_model, warmup, factor = cases[index]
+    raise ExerciseError(
+        f"at step={step}, d_model={d_model}, warmup={warmup}, factor={factor} the rate should be "
+        f"{expected[index]:.6g}, got {got[index]:.6g}: factor * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)"
+    )
+
