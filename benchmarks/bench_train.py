@@ -29,9 +29,8 @@ from torch import nn
 
 from transformer_lessons.layers import Embeddings, PositionalEncoding
 from transformer_lessons.model import Transformer
-from transformer_lessons.train import TRAIN_PRESETS, LabelSmoothingLoss, autocast_for, noam_scheduler
-
-PAD, BOS, EOS = 1, 2, 3
+from transformer_lessons.specials import BOS_ID as BOS, EOS_ID as EOS, PAD_ID as PAD
+from transformer_lessons.train import TRAIN_PRESETS, LabelSmoothingLoss, autocast_for, noam_scheduler, train_step
 
 
 class TorchTransformer(nn.Module):
@@ -131,22 +130,13 @@ def time_model(model, batches, args, device, n_warmup: int) -> float:
     scheduler = noam_scheduler(optimizer, config.model.d_model, config.warmup, config.lr_factor)
     criterion = LabelSmoothingLoss(model.generator.out_features, PAD, config.smoothing)
     _, autocast = autocast_for(device)  # as train() does
-    model.train()
     tokens, start = 0, None
     for i, batch in enumerate(batches):
         if i == n_warmup:
             if device.type == "cuda":
                 torch.cuda.synchronize()
             start, tokens = time.perf_counter(), 0
-        batch = batch.to(device)
-        with autocast():
-            logits = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)  # (B, T, V)
-            loss = criterion(logits, batch.tgt_out)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm or 1e9)
-        optimizer.step()
-        scheduler.step()
+        train_step(model, batch.to(device), criterion, optimizer, scheduler, config.clip_norm or 1e9, autocast)  # as train() steps
         tokens += batch.n_tokens
     if device.type == "cuda":
         torch.cuda.synchronize()

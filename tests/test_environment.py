@@ -112,7 +112,7 @@ def test_makefile_installs_the_same_torch() -> None:
 
 
 def test_torchtext_is_not_a_dependency() -> None:
-    # torchtext is unmaintained and pins old torch releases; data.py does its own loading.
+    # torchtext is unmaintained and pins old torch releases; transformer_lessons.data does its own loading.
     assert "torchtext" not in _pyproject_pins()
     assert "torchtext" not in _environment_pip_pins()
     for path in (ROOT / "transformer_lessons").glob("*.py"):
@@ -169,7 +169,7 @@ def test_import_is_cheap() -> None:
     modules = _modules_after(statement)
     assert "transformer_lessons.model" in modules
     loaded = sorted(m for m in modules if m.split(".")[0] in HEAVY)
-    assert not loaded, f"`{statement}` imports {loaded}; only viz.py/data.py may, and only when imported by name"
+    assert not loaded, f"`{statement}` imports {loaded}; only viz/ and data/ may, and only when imported by name"
 
 
 def test_heavy_module_detection_works() -> None:

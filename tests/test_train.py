@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from transformer_lessons.attention import MultiHeadAttention
 from transformer_lessons.config import ModelConfig
 from transformer_lessons.data import Corpus, Vocab
+from transformer_lessons.errors import ResumeMismatchError
 from transformer_lessons.model import Transformer
 from transformer_lessons.train import (
     TRAIN_PRESETS,
@@ -343,14 +344,14 @@ def test_mismatched_or_broken_checkpoints_raise_checkpoint_error(trained, tmp_pa
     with pytest.raises(CheckpointError, match="no checkpoint at"):
         load_checkpoint(tmp_path / "nothing.pt")
     (tmp_path / "garbage.pt").write_bytes(b"not a checkpoint at all")
-    with pytest.raises(CheckpointError, match="not a readable checkpoint"):
+    with pytest.raises(CheckpointError, match="is not a PyTorch checkpoint"):
         load_checkpoint(tmp_path / "garbage.pt")
     torch.save({"weights": torch.zeros(2)}, tmp_path / "other.pt")
     with pytest.raises(CheckpointError, match="not a transformer_lessons checkpoint"):
         load_checkpoint(tmp_path / "other.pt")
 
     # Resuming with a different model in the same directory is refused, with a way out.
-    with pytest.raises(CheckpointError, match="no-resume"):
+    with pytest.raises(ResumeMismatchError, match="model: .*no-resume"):
         train(TOY_CONFIG.replace(model=TOY_MODEL.replace(d_ff=128)), corpus, out_dir=out, device="cpu", progress=False)
 
 
@@ -486,7 +487,7 @@ def test_autocast_dtype_uses_bf16_only_from_ampere_on(device_type, capability, e
 
 def test_an_unreadable_last_checkpoint_says_how_to_start_over(tmp_path, corpus, trained):
     (tmp_path / "last.pt").write_bytes(b"half a checkpoint")
-    with pytest.raises(CheckpointError, match=r"cannot resume: .*not a readable checkpoint.*delete .*last\.pt.*--no-resume"):
+    with pytest.raises(CheckpointError, match=r"cannot resume: .*is not a PyTorch checkpoint.*delete .*last\.pt.*--no-resume"):
         train(TOY_CONFIG, corpus, out_dir=tmp_path, device="cpu", progress=False)
     _, out = trained
     (tmp_path / "last.pt").write_bytes((out / "best.pt").read_bytes())  # weights only, no optimizer state

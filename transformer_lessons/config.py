@@ -1,13 +1,22 @@
-"""Model presets and the one knob that decides how much compute a lesson spends.
+"""Every setting of the course in one place: the model's sizes, a training run's choices, and their presets.
 
-Paper: Vaswani et al. (2017), "Attention Is All You Need", Table 3 (base model).
+- :class:`ModelConfig` and :data:`PRESETS`: the Transformer's sizes. Paper: Vaswani et al.
+  (2017), "Attention Is All You Need", Table 3 (base model).
+- :class:`TrainConfig` and :data:`TRAIN_PRESETS`: every choice of a training run, with the
+  ``quick`` (a CPU in a minute), ``cpu`` (the course's translator) and ``full`` (one GPU) presets.
+- :func:`compute_mode`: the one knob that decides how much compute a lesson spends.
 """
 
 from __future__ import annotations
 
+import math
 import os
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Literal
+
+#: The widest beam the course's beam search accepts. The paper uses 4 (§6.1); gains stop
+#: long before 64, and each beam multiplies the decoder's work (a beam of 10,000 would hang).
+MAX_BEAM_SIZE = 64
 
 #: Environment variable read by :func:`compute_mode`.
 MODE_ENV = "TRANSFORMER_LESSONS_MODE"
@@ -69,3 +78,212 @@ def compute_mode(mode: str | None = None) -> Literal["quick", "full"]:
     if mode not in ("quick", "full"):
         raise ValueError(f"compute mode must be 'quick' or 'full', got {mode!r} (set {MODE_ENV}=quick or full)")
     return mode  # type: ignore[return-value]
+
+
+# --------------------------------------------------------------------------------------
+# Training runs
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Every choice of a training run. Defaults follow the paper where it has one."""
+
+    model: ModelConfig = ModelConfig()  # sizes of the Transformer (tie_embeddings lives there)
+    name: str = "custom"  # run name: the default output directory is runs/<name>
+    # --- data ---
+    min_freq: int = 2  # rarer training words become <unk>: ~8k German / ~6k English words remain
+    max_len: int | None = None  # drop longer *training* pairs (tokens); evaluation data is never filtered
+    limit: int | None = None  # use only the first `limit` training pairs (quick runs); None = all 29k
+    max_tokens: int = 4096  # padded tokens per batch and side; the paper's 25k is for 4.5M-pair WMT
+    bpe_merges: int | None = None  # subword units: byte-pair merges learned per language (None = whole words)
+    # --- optimisation ---
+    epochs: int = 30  # passes over the training data (a run may stop earlier on max_minutes)
+    lr_factor: float = 1.0  # scales the Noam curve (paper: 1.0); peak = factor / sqrt(d_model * warmup)
+    warmup: int = 4000  # linear warm-up steps (paper: 4000); post-LN Transformers diverge without it
+    smoothing: float = 0.1  # label smoothing ε_ls (paper §5.4)
+    clip_norm: float | None = 1.0  # clip the gradient norm: not in the paper, guards against rare loss spikes
+    betas: tuple[float, float] = (0.9, 0.98)  # Adam β1, β2 (paper §5.3: β2 = 0.98, below the usual 0.999)
+    eps: float = 1e-9  # Adam ε (paper §5.3)
+    weight_decay: float = 0.0  # the paper uses plain Adam; AdamW decay (matrices only) if > 0
+    # --- evaluation ---
+    eval_every: int = 1  # validation BLEU every k epochs (and at the last); val loss runs every epoch
+    beam_size: int = 4  # final test decoding (paper §6.1: beam 4); 1 = greedy
+    length_penalty: float = 0.6  # GNMT length penalty α for the beam (paper §6.1: 0.6)
+    bleu_val_limit: int | None = None  # validation BLEU on the first k sentences only (None = all 1014)
+    max_output_extra: int = 50  # outputs stop at source length + this (paper §6.1: 50); repeating models cost ~its square
+    # --- running ---
+    seed: int = 0  # weights, dropout and batch order all follow from it
+    compile: bool = False  # torch.compile the model on a GPU (faster steps, a minute of compiling first)
+    max_minutes: float | None = None  # stop once the run's training time (all resumed calls, evaluation excluded) reaches this, then evaluate
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TrainConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown TrainConfig fields {unknown}; known: {sorted(known)}")
+        data = dict(data)
+        if isinstance(data.get("model"), dict):
+            data["model"] = ModelConfig(**data["model"])
+        if "betas" in data:
+            data["betas"] = tuple(data["betas"])
+        return cls(**data)
+
+    def replace(self, **changes) -> "TrainConfig":
+        return replace(self, **changes)
+
+    def __post_init__(self) -> None:
+        for problem in _config_problems(self):
+            raise ValueError(f"TrainConfig: {problem}")
+
+    def changes_on_resume(self, saved: "TrainConfig") -> list[str]:
+        """The fields that differ from ``saved`` (the run being resumed) and may not change, as ``field: saved -> now``.
+
+        A resumed run must be the run it continues: only :data:`RESUMABLE_FIELDS`
+        (how long to train, how to evaluate) may change between calls.
+        """
+        now, before = self.to_dict(), saved.to_dict()
+        return [f"{k}: {before[k]!r} -> {now[k]!r}" for k in now if k not in RESUMABLE_FIELDS and now[k] != before.get(k)]
+
+
+#: What a resumed run may change: how long it trains, and how it is evaluated. Everything else
+#: (the model, the data, the optimizer, the seed) would make the record describe a run that never happened.
+RESUMABLE_FIELDS = frozenset({"epochs", "max_minutes", "eval_every", "beam_size", "length_penalty", "bleu_val_limit", "max_output_extra"})
+
+
+def _config_problems(c: "TrainConfig") -> list[str]:
+    """What is wrong with ``c``'s numbers, each as "field must be ..., got ..."."""
+    def whole(name: str, low: int, optional: bool = False) -> str | None:
+        value = getattr(c, name)
+        if value is None and optional:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            return f"{name} must be a whole number >= {low}{' or None' if optional else ''}, got {value!r}"
+        return None
+
+    def real(name: str, low: float, high: float = math.inf, optional: bool = False, open_low: bool = False) -> str | None:
+        value = getattr(c, name)
+        if value is None and optional:
+            return None
+        ok = isinstance(value, (int, float)) and math.isfinite(value) and (value > low if open_low else value >= low) and value <= high
+        if not ok:
+            bound = f"{'>' if open_low else '>='} {low}" + (f" and <= {high}" if high != math.inf else "")
+            return f"{name} must be a finite number {bound}{' or None' if optional else ''}, got {value!r}"
+        return None
+
+    checks = [
+        whole("min_freq", 1), whole("max_len", 1, optional=True), whole("limit", 1, optional=True), whole("max_tokens", 1),
+        whole("bpe_merges", 0, optional=True), whole("epochs", 1), whole("warmup", 1), whole("eval_every", 1),
+        whole("beam_size", 1), whole("bleu_val_limit", 1, optional=True), whole("max_output_extra", 0), whole("seed", 0),
+        real("lr_factor", 0.0, open_low=True), real("smoothing", 0.0, 0.999), real("clip_norm", 0.0, optional=True, open_low=True),
+        real("eps", 0.0, open_low=True), real("weight_decay", 0.0), real("length_penalty", 0.0),
+        real("max_minutes", 0.0, optional=True, open_low=True),
+    ]
+    if isinstance(c.beam_size, int) and c.beam_size > MAX_BEAM_SIZE:
+        checks.append(f"beam_size must be at most {MAX_BEAM_SIZE}, got {c.beam_size} (the paper uses 4)")
+    if not (len(c.betas) == 2 and all(isinstance(b, (int, float)) and 0.0 <= b < 1.0 for b in c.betas)):
+        checks.append(f"betas must be two numbers in [0, 1), got {c.betas!r}")
+    return [problem for problem in checks if problem]
+
+
+TRAIN_PRESETS: dict[str, TrainConfig] = {
+    # A 2-core CPU in about a minute: a small model on the first 6000 pairs for
+    # 8 epochs (~750 updates). It learns frequent words and sentence shapes
+    # (test BLEU ~14), enough to see every part of the pipeline work; not a translator.
+    "quick": TrainConfig(
+        name="quick",
+        model=ModelConfig(n_layers=2, d_model=128, n_heads=4, d_ff=256, dropout=0.1, max_len=128, tie_embeddings=True),
+        limit=6000,
+        max_tokens=1024,
+        epochs=8,
+        lr_factor=0.3,  # peak 0.3 / sqrt(128 * 100) = 2.7e-3: a tiny model takes a high rate, not 6e-3
+        warmup=100,  # ~95 updates per epoch: warm up during the first epoch
+        eval_every=4,
+        beam_size=1,  # greedy: beam search costs CPU time the quick run does not have
+        bleu_val_limit=300,
+        max_output_extra=10,  # a half-trained model repeats itself; +10 tokens is ample for a real translation
+    ),
+    # The course's translator as trained on a 2-core CPU in 90 minutes of training.
+    # Why it is not the `full` model: on the 2-core machine that trained it, a step of
+    # the `full` model (3 layers, d_ff 1024) on 2048 tokens took ~3.3 s (~600 target
+    # tokens/s; 2 threads reach only ~37 GFLOP/s there), so 90 minutes would be ~6 epochs
+    # and ~1,700 updates, and on a CPU the number of updates limits the score more than
+    # the tokens do (a reference run of the `full` model: 2,216 updates, test sacreBLEU
+    # 34.6, validation BLEU still rising). So:
+    # - the feed-forward inner width halved to 512: the model costs ~25% less per token
+    #   and keeps its depth (3+3 layers) and its 8 heads to explore;
+    # - 2048-token batches: ~260 updates per epoch instead of ~130, at nearly the same
+    #   tokens per second, with the peak rate lowered to match (~1.5e-3);
+    # - warm-up 800 updates (3 epochs), not 2000;
+    # - dropout 0.1 (the paper's): ~10 epochs are too few for 0.2's regularisation to pay;
+    # - validation BLEU every 2 epochs on the first 500 sentences: greedy decoding costs
+    #   a minute or more here, and it only picks the checkpoint.
+    # The record of the run is results/cpu/.
+    "cpu": TrainConfig(
+        name="cpu",
+        model=ModelConfig(n_layers=3, d_model=256, n_heads=8, d_ff=512, dropout=0.1, max_len=256, tie_embeddings=True),
+        limit=None,
+        bpe_merges=4000,
+        max_tokens=2048,
+        epochs=40,
+        lr_factor=0.7,  # peak 0.7 / sqrt(256 * 800) = 1.5e-3, then ~1/sqrt(step)
+        warmup=800,
+        eval_every=2,
+        bleu_val_limit=500,
+        beam_size=4,
+        length_penalty=0.6,
+        max_minutes=90.0,
+    ),
+    # One GPU (an H100), about 15 minutes, aiming at sacreBLEU >= 36 (cased,
+    # detokenized) on test_2016_flickr. Why these numbers:
+    # - Multi30k is small (29k pairs, ~370k target tokens, ~6k English and ~8k
+    #   German words at min_freq 2). The paper's base model (65M parameters)
+    #   memorises it; published Multi30k setups that score well use 3-6 layers of
+    #   width 256-512 with heavy dropout (0.1-0.3) and label smoothing 0.1. A
+    #   3-layer, 256-wide model with 8 heads (~7M parameters with the embeddings)
+    #   and dropout 0.2 sits in that range, and its fp16 export is < 20 MB.
+    # - Subwords: 4000 BPE merges per language (~4k pieces each, <unk> on 0.04% of
+    #   validation tokens instead of 4.6% / 2.1% for words). Measured on CPU with the
+    #   quick model on all 29k pairs for 5 epochs: test sacreBLEU 27.5 with words,
+    #   29.3 with 2000 merges, 31.1 with 4000, 27.6 with 8000 (scripts/compare_bpe.py,
+    #   recorded in results/bpe_comparison/; notebook 08 has the table).
+    # - Tying the target embedding and the output projection (paper §3.4) removes
+    #   a million parameters that would otherwise each see few updates.
+    # - 4096 tokens per batch is ~250 sentences, ~120 updates per epoch; 80 epochs
+    #   are ~10k updates. Small batches and many epochs suit small data better
+    #   than the paper's 25k-token batches.
+    # - warmup 2000 with factor 0.7 peaks at 1e-3 (0.7 / sqrt(256 * 2000)) after
+    #   ~16 epochs and decays to ~4.5e-4; post-LN at this width trains stably there.
+    # - Greedy validation BLEU every epoch picks the best checkpoint; the test set
+    #   is decoded once, at the end, with the paper's beam 4 and α = 0.6.
+    # - An eager step of this model is launch-bound (~10-20 ms); 80 epochs are
+    #   well inside 15 minutes, and max_minutes=15 guarantees it.
+    "full": TrainConfig(
+        name="full",
+        model=ModelConfig(n_layers=3, d_model=256, n_heads=8, d_ff=1024, dropout=0.2, max_len=256, tie_embeddings=True),
+        limit=None,
+        bpe_merges=4000,
+        max_tokens=4096,
+        epochs=80,
+        lr_factor=0.7,
+        warmup=2000,
+        eval_every=1,
+        beam_size=4,
+        length_penalty=0.6,
+        max_minutes=15.0,
+    ),
+}
+
+
+def get_train_config(config: "TrainConfig | str | None" = None) -> TrainConfig:
+    """A :class:`TrainConfig` from itself, a preset name, or ``None`` (the preset of :func:`compute_mode`)."""
+    if isinstance(config, TrainConfig):
+        return config
+    name = config if config is not None else compute_mode()
+    if name not in TRAIN_PRESETS:
+        raise ValueError(f"unknown training preset {name!r}; choose one of {', '.join(TRAIN_PRESETS)}")
+    return TRAIN_PRESETS[name]

@@ -10,15 +10,21 @@ a band that sharpens with training (notebook 07 measures it).
 from __future__ import annotations
 
 import torch
-from torch import nn
 
 from transformer_lessons.config import PRESETS, ModelConfig
+from transformer_lessons.data import Batch
+from transformer_lessons.loss import LabelSmoothingLoss
 from transformer_lessons.masks import causal_mask
 from transformer_lessons.model import Transformer
+from transformer_lessons.schedule import noam_scheduler
+from transformer_lessons.specials import BOS_ID, PAD_ID, SPECIALS
+from transformer_lessons.train import train_step
 
-PAD_ID = 0  # unused by the symbols, so padding never collides with data
-BOS_ID = 1  # the decoder's first input
-FIRST_SYMBOL = 2  # symbols are 2 .. vocab_size - 1
+# The ids of every vocabulary in the course (transformer_lessons.specials): 0 <unk>, 1 <pad>,
+# 2 <bos>, 3 <eos>. The copy task uses <pad> (in the lesson's masks) and <bos>; its symbols
+# come after the four specials, so padding never collides with data.
+FIRST_SYMBOL = len(SPECIALS)  # symbols are 4 .. vocab_size - 1
+COPY_VOCAB = FIRST_SYMBOL + 10  # the specials and ten symbols, A to J
 
 
 def copy_batch(batch_size: int, length: int, vocab_size: int, generator: torch.Generator | None = None):
@@ -35,7 +41,14 @@ def copy_batch(batch_size: int, length: int, vocab_size: int, generator: torch.G
     return src, tgt_in, src.clone()
 
 
-def make_copy_model(vocab_size: int = 12, config: ModelConfig | None = None, seed: int = 0) -> Transformer:
+def copy_training_batch(batch_size: int, length: int, vocab_size: int, generator: torch.Generator | None = None) -> Batch:
+    """:func:`copy_batch` as a :class:`~transformer_lessons.data.Batch` for :func:`~transformer_lessons.train.train_step`:
+    no padding, so no source mask, and a causal target mask ``(L, L)``."""
+    src, tgt_in, tgt_out = copy_batch(batch_size, length, vocab_size, generator)
+    return Batch(src=src, tgt_in=tgt_in, tgt_out=tgt_out, src_mask=None, tgt_mask=causal_mask(length), n_tokens=tgt_out.numel())
+
+
+def make_copy_model(vocab_size: int = COPY_VOCAB, config: ModelConfig | None = None, seed: int = 0) -> Transformer:
     """A Transformer with the ``tiny`` preset (or ``config``) and a shared source/target vocabulary."""
     torch.manual_seed(seed)
     return Transformer(config or PRESETS["tiny"], vocab_size, vocab_size)
@@ -53,32 +66,26 @@ def train_copy_model(
 ) -> list[float]:
     """Train ``model`` on freshly sampled copy batches; returns the loss of every step.
 
-    Adam with the paper's betas (0.9, 0.98) and a linear warm-up then inverse
-    square-root decay (the shape of the paper's schedule, §5.3, with a peak
-    rate that suits a tiny model).
+    The course's one training step (:func:`~transformer_lessons.train.train_step`)
+    with Adam and the paper's betas (0.9, 0.98), and the paper's schedule (§5.3,
+    :func:`~transformer_lessons.schedule.noam_scheduler`) scaled so that it peaks
+    at ``lr`` after ``warmup`` steps: a rate that suits a tiny model. The loss is
+    plain cross-entropy (no label smoothing: there is nothing to be unsure about).
     """
     from tqdm.auto import tqdm
 
     generator = torch.Generator().manual_seed(seed)
     vocab_size = model.src_vocab_size
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: min((step + 1) / warmup, (warmup / (step + 1)) ** 0.5)
-    )
-    loss_fn = nn.CrossEntropyLoss()
-    tgt_mask = causal_mask(length)  # (L, L): no padding in this task, only the future is hidden
-    model.train()
+    # noam_rate at step `warmup` is factor / sqrt(d_model * warmup): with d_model=1 and factor lr·sqrt(warmup)
+    # the curve peaks at exactly `lr` there (any model, even one that wraps a Transformer).
+    scheduler = noam_scheduler(optimizer, d_model=1, warmup=warmup, factor=lr * warmup**0.5)
+    criterion = LabelSmoothingLoss(vocab_size, PAD_ID, smoothing=0.0)
     losses = []
     bar = tqdm(range(steps), desc="copy task", disable=not progress)
     for _ in bar:
-        src, tgt_in, tgt_out = copy_batch(batch_size, length, vocab_size, generator)
-        logits = model(src, tgt_in, None, tgt_mask)  # (B, L, V)
-        loss = loss_fn(logits.reshape(-1, vocab_size), tgt_out.reshape(-1))  # (B*L, V) vs (B*L,)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        schedule.step()
-        losses.append(loss.item())
+        batch = copy_training_batch(batch_size, length, vocab_size, generator)
+        losses.append(train_step(model, batch, criterion, optimizer, scheduler).item())
         bar.set_postfix(loss=f"{losses[-1]:.3f}")
     model.eval()
     return losses

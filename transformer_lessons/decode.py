@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import os
 import warnings
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 import torch.nn.functional as F
 
+from transformer_lessons.attention import MultiHeadAttention
+from transformer_lessons.checkpoint import load_checkpoint
+from transformer_lessons.config import MAX_BEAM_SIZE
 from transformer_lessons.masks import causal_mask, padding_mask
 from transformer_lessons.model import Transformer
 
@@ -133,8 +137,8 @@ def beam_search(
         LongTensor ``(B, 1 + L)`` starting with ``bos_id``, like :func:`greedy_decode`;
         with ``return_scores`` also a FloatTensor ``(B,)``.
     """
-    if beam_size < 1:
-        raise ValueError(f"beam_size must be at least 1, got {beam_size}")
+    if not 1 <= beam_size <= MAX_BEAM_SIZE:
+        raise ValueError(f"beam_size must be between 1 and {MAX_BEAM_SIZE}, got {beam_size} (the paper uses 4)")
     B, device = src.size(0), src.device
     K = beam_size
     memory = model.encode(src, src_mask).repeat_interleave(K, dim=0)  # (B, S, D) -> (B*K, S, D)
@@ -159,40 +163,56 @@ def beam_search(
         ending = is_eos[:, :K] if t < max_len else torch.ones_like(is_eos[:, :K])
         ends = (ending & torch.isfinite(top_scores[:, :K])).nonzero().tolist()
         if ends:
-            end_scores, end_beams, end_tokens = top_scores.tolist(), beam.tolist(), token.tolist()
-            penalty = ((5.0 + t) / 6.0) ** length_penalty
-            for a, k in ends:
-                done = finished[active[a]]
-                if len(done) < K:
-                    done.append((end_scores[a][k] / penalty, seqs[a, end_beams[a][k]].tolist() + [end_tokens[a][k]]))
+            _collect_finished(finished, active, ends, seqs, top_scores, beam, token, t, length_penalty, K)
         keep = [a for a in range(A) if len(finished[active[a]]) < K]
         if not keep:
             break
 
-        # The first K candidates not ending in <eos> stay alive (topk keeps their order).
-        alive_scores, pos = top_scores.masked_fill(is_eos, float("-inf")).topk(K, dim=-1)  # (A, K)
-        parent = beam.gather(1, pos)  # (A, K)
-        seqs = torch.cat(
-            [seqs.gather(1, parent.unsqueeze(-1).expand(-1, -1, t)), token.gather(1, pos).unsqueeze(-1)], dim=2
-        )  # (A, K, t) -> (A, K, t + 1)
-        scores = alive_scores
+        seqs, scores = _extend_alive(seqs, top_scores, beam, token, is_eos, K)  # (A, K, t + 1), (A, K)
         if len(keep) < A:  # sentences with K finished hypotheses leave the batch
-            rows = torch.tensor(keep, device=device)
-            seqs, scores = seqs[rows], scores[rows]  # (A', K, t + 1), (A', K)
-            memory = memory.view(A, K, *memory.shape[1:])[rows].flatten(0, 1)  # (A'*K, S, D)
-            if mask is not None:
-                mask = mask.view(A, K, *mask.shape[1:])[rows].flatten(0, 1)  # (A'*K, 1, 1, S)
+            seqs, scores, memory, mask = _keep_rows(keep, K, seqs, scores, memory, mask)
             active = [active[a] for a in keep]
 
-    filler = pad_id if pad_id is not None else eos_id
+    out, best_scores = _best_hypotheses(finished, pad_id if pad_id is not None else eos_id, device)
+    return (out, best_scores) if return_scores else out
+
+
+def _extend_alive(seqs, top_scores, beam, token, is_eos, K: int):
+    """The first ``K`` candidates not ending in ``<eos>`` stay alive (topk keeps their order): their prefixes, one token longer."""
+    t = seqs.size(-1)
+    alive_scores, pos = top_scores.masked_fill(is_eos, float("-inf")).topk(K, dim=-1)  # (A, K)
+    parent = beam.gather(1, pos)  # (A, K): which prefix each survivor extends
+    seqs = torch.cat([seqs.gather(1, parent.unsqueeze(-1).expand(-1, -1, t)), token.gather(1, pos).unsqueeze(-1)], dim=2)
+    return seqs, alive_scores  # (A, K, t + 1), (A, K)
+
+
+def _keep_rows(keep: list[int], K: int, seqs, scores, memory, mask):
+    """The rows of the sentences in ``keep``: ``seqs (A', K, t)``, ``scores (A', K)``, ``memory (A'*K, S, D)``, ``mask``."""
+    A, rows = seqs.size(0), torch.tensor(keep, device=seqs.device)
+    memory = memory.view(A, K, *memory.shape[1:])[rows].flatten(0, 1)  # (A'*K, S, D)
+    if mask is not None:
+        mask = mask.view(A, K, *mask.shape[1:])[rows].flatten(0, 1)  # (A'*K, 1, 1, S)
+    return seqs[rows], scores[rows], memory, mask
+
+
+def _best_hypotheses(finished: list[list[tuple[float, list[int]]]], filler: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each sentence's best ``(score, ids)`` hypothesis, padded with ``filler`` into ``(B, 1 + L)``, and the scores ``(B,)``."""
     best = [max(f, key=lambda item: item[0]) for f in finished]
     width = max(len(seq) for _, seq in best)
-    out = torch.full((B, width), filler, dtype=torch.long, device=device)  # (B, 1 + L)
+    out = torch.full((len(best), width), filler, dtype=torch.long, device=device)  # (B, 1 + L)
     for b, (_, seq) in enumerate(best):
         out[b, : len(seq)] = torch.tensor(seq, dtype=torch.long, device=device)
-    if return_scores:
-        return out, torch.tensor([score for score, _ in best], device=device)
-    return out
+    return out, torch.tensor([score for score, _ in best], device=device)
+
+
+def _collect_finished(finished, active, ends, seqs, top_scores, beam, token, t: int, alpha: float, K: int) -> None:
+    """Add each ending candidate ``(a, k)`` of ``ends``, scored ``log P / lp``, to its sentence's finished list (at most ``K``)."""
+    penalty = length_penalty(t, alpha)
+    end_scores, end_beams, end_tokens = top_scores.tolist(), beam.tolist(), token.tolist()
+    for a, k in ends:
+        done = finished[active[a]]
+        if len(done) < K:
+            done.append((end_scores[a][k] / penalty, seqs[a, end_beams[a][k]].tolist() + [end_tokens[a][k]]))
 
 
 @torch.no_grad()
@@ -224,8 +244,6 @@ def sequence_log_prob(model: Transformer, src: torch.Tensor, src_mask: torch.Ten
 def _resolve(model_or_checkpoint, src_vocab, tgt_vocab, device) -> tuple[Transformer, "Vocab", "Vocab", torch.device]:
     """``(model, src_vocab, tgt_vocab, device)`` from a checkpoint path or a model plus vocabularies."""
     if isinstance(model_or_checkpoint, (str, os.PathLike)):
-        from transformer_lessons.train import load_checkpoint
-
         model, ckpt_src, ckpt_tgt, _ = load_checkpoint(model_or_checkpoint, device)
         src_vocab = ckpt_src if src_vocab is None else src_vocab
         tgt_vocab = ckpt_tgt if tgt_vocab is None else tgt_vocab
@@ -462,45 +480,69 @@ def evaluate(
         ``tutorial_signature``, ``beam_size``, ``length_penalty``,
         ``hypotheses`` and ``references``.
     """
-    from sacrebleu.metrics import BLEU
+    from transformer_lessons.data import Tokenizer
 
     model, src_vocab, tgt_vocab, device = _resolve(model_or_checkpoint, src_vocab, tgt_vocab, device)
     _check_vocab_fits(model, src_vocab, tgt_vocab)
-    if corpus is not None and split in corpus.text and corpus.tokens is not None and split in corpus.tokens:
-        texts, tokens = corpus.text[split], corpus.tokens[split]
-    else:
-        from transformer_lessons.data import Tokenizer, load_split
-
-        texts = load_split(split, data_dir, progress=progress)
-        de, en = Tokenizer("de"), Tokenizer("en")
-        tokens = list(zip(de.tokenize_batch(s for s, _ in texts), en.tokenize_batch(t for _, t in texts)))
+    texts, tokens = _split_texts_and_tokens(split, corpus, data_dir, progress)
     if limit is not None:
         texts, tokens = texts[:limit], tokens[:limit]
     outputs = decode_token_lists(
         model, [s for s, _ in tokens], src_vocab, tgt_vocab, beam_size, length_penalty, batch_size=batch_size, progress=progress, max_extra=max_extra
     )
-    from transformer_lessons.data import Tokenizer
-
     english = Tokenizer("en")
     hyp_tokens = [tgt_vocab.decode_words(out) for out in outputs]
     hypotheses = [english.detokenize(t) for t in hyp_tokens]
     references = [t for _, t in texts]
+    return {"split": split, "n": len(hypotheses)} | bleu_scores(hypotheses, references, hyp_tokens, [t for _, t in tokens]) | {
+        "beam_size": beam_size, "length_penalty": length_penalty, "hypotheses": hypotheses, "references": references,
+    }  # fmt: skip
+
+
+def _split_texts_and_tokens(split: str, corpus: "Corpus | None", data_dir, progress: bool) -> tuple[list, list]:
+    """``(texts, tokens)`` of ``split``: from the corpus when it holds them (no spaCy needed), else read and tokenized."""
+    if corpus is not None and split in corpus.text and corpus.tokens is not None and split in corpus.tokens:
+        return corpus.text[split], corpus.tokens[split]
+    from transformer_lessons.data import Tokenizer, load_split
+
+    texts = load_split(split, data_dir, progress=progress)
+    de, en = Tokenizer("de"), Tokenizer("en")
+    return texts, list(zip(de.tokenize_batch(s for s, _ in texts), en.tokenize_batch(t for _, t in texts)))
+
+
+def bleu_scores(hypotheses: list[str], references: list[str], hyp_tokens: list[list[str]], ref_tokens: list[list[str]]) -> dict:
+    """sacreBLEU on detokenized text (``bleu``, ``signature``, ``bleu_text``) and the tutorial-style score on tokens."""
+    from sacrebleu.metrics import BLEU
 
     bleu = BLEU()  # cased, 13a tokenization of detokenized text: sacreBLEU's defaults
     score = bleu.corpus_score(hypotheses, [references])
     tutorial = BLEU(lowercase=True, tokenize="none", force=True)  # force: the input is tokenized on purpose
-    tutorial_score = tutorial.corpus_score([" ".join(t) for t in hyp_tokens], [[" ".join(t) for _, t in tokens]])
+    tutorial_score = tutorial.corpus_score([" ".join(t) for t in hyp_tokens], [[" ".join(t) for t in ref_tokens]])
     return {
-        "split": split,
-        "n": len(hypotheses),
         "bleu": score.score,
         "signature": str(bleu.get_signature()),
         "bleu_text": str(score),
         "tutorial_bleu": tutorial_score.score,
         "tutorial_signature": str(tutorial.get_signature()),
         "tutorial_note": "lowercased, spaCy-tokenized (torchtext-style); not comparable with 'bleu'",
-        "beam_size": beam_size,
-        "length_penalty": length_penalty,
-        "hypotheses": hypotheses,
-        "references": references,
     }
+
+
+@contextmanager
+def fused_attention(model: Transformer):
+    """Inside the block no attention layer records its weights, so all take the fused kernel.
+
+    In eval mode :class:`~transformer_lessons.attention.MultiHeadAttention`
+    keeps each call's weights for the plots, computing them with an explicit
+    softmax, which is slower than ``F.scaled_dot_product_attention``.
+    Validation and test decoding need only the outputs (the same up to float
+    rounding). Each layer's own setting comes back afterwards.
+    """
+    layers = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    before = [m.record_weights for m in layers]
+    model.set_record_attention(False)
+    try:
+        yield model
+    finally:
+        for layer, record in zip(layers, before):
+            layer.record_weights = record

@@ -1,0 +1,82 @@
+"""Which device a run uses, and the precision it computes in there.
+
+- :func:`resolve_device`: a device string checked against what this machine has.
+- :func:`autocast_dtype` / :func:`autocast_for`: bfloat16 on recent NVIDIA GPUs, float32 elsewhere.
+- :func:`device_name`: the device as a run's record names it.
+"""
+
+from __future__ import annotations
+
+import platform
+from contextlib import nullcontext
+
+import torch
+
+
+def resolve_device(device: str | torch.device | None = None) -> torch.device:
+    """``device`` as a :class:`torch.device` this machine has (default: CUDA if available, else CPU).
+
+    Raises:
+        ValueError: ``device`` is not a device name (``"gpu"``), or names one this
+            machine lacks (``"cuda"`` without a GPU, ``"cuda:3"`` with one GPU). The
+            message lists what is available.
+    """
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    forms = "use cpu, cuda, cuda:N or mps"
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"{device!r} is not a device; {forms}") from err
+    if dev.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ValueError(f"{device!r} needs a CUDA GPU and torch finds none on this machine; use cpu")
+        if dev.index is not None and dev.index >= count:
+            raise ValueError(f"{device!r} names GPU {dev.index}, but this machine has {count} (cuda:0 to cuda:{count - 1})")
+    elif dev.type == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
+        raise ValueError(f"{device!r} (an Apple GPU) is not available on this machine; use cpu")
+    elif dev.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"{device!r} is not a device the course runs on; {forms}")
+    return dev
+
+
+def autocast_dtype(device_type: str, capability: tuple[int, int] | None = None) -> torch.dtype | None:
+    """The dtype training runs autocast in on this device, or ``None`` for plain float32.
+
+    bfloat16 on NVIDIA GPUs of compute capability 8.0 or newer (Ampere, e.g. A100,
+    RTX 30xx, and later: H100), which have bf16 tensor cores. Older GPUs (Colab's
+    free T4 is 7.5) have none and emulate bf16 slower than they run float32, so
+    they train in float32. (float16 autocast would be faster there, but it needs
+    loss scaling, ``torch.amp.GradScaler``, with the gradients unscaled before
+    clipping and overflowing steps skipped: a second training step we keep out of
+    a course's loop.) CPUs train in float32 too.
+
+    Args:
+        device_type: ``"cuda"`` or ``"cpu"`` (``torch.device.type``).
+        capability: ``torch.cuda.get_device_capability(device)``, e.g. ``(9, 0)`` for an H100.
+    """
+    if device_type != "cuda" or capability is None:
+        return None
+    return torch.bfloat16 if tuple(capability) >= (8, 0) else None
+
+
+def autocast_for(device: torch.device):
+    """``(dtype, autocast)`` for training on ``device``: :func:`autocast_dtype`'s choice, and a
+    callable that opens the matching ``torch.autocast`` context (a no-op context for float32).
+    """
+    capability = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
+    dtype = autocast_dtype(device.type, capability)
+    if dtype is None:
+        return None, nullcontext
+    return dtype, lambda: torch.autocast(device.type, dtype=dtype)
+
+
+def device_name(device: torch.device) -> str:
+    """``"NVIDIA H100 80GB HBM3"`` or ``"cpu (x86_64, 2 threads)"``: the device as a run's record names it."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+
+
+__all__ = ["autocast_dtype", "autocast_for", "device_name", "resolve_device"]
