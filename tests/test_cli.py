@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import shutil
@@ -13,6 +14,7 @@ import pytest
 
 from test_pretrained import no_course_model_anywhere, write_fake_course_model
 from test_train import toy_corpus
+from transformer_lessons import __main__ as cli
 from transformer_lessons.__main__ import main
 
 DATA_DIR = Path(os.environ.get("TRANSFORMER_LESSONS_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k")
@@ -70,7 +72,8 @@ def test_user_errors_exit_2_with_one_line(tmp_path, monkeypatch, capsys):
     assert "no checkpoint at missing.pt" in capsys.readouterr().err
     (tmp_path / "broken.pt").write_text("garbage")
     assert main(["translate", "Ein Mann.", "--checkpoint", "broken.pt"]) == 2
-    assert "not a readable checkpoint" in capsys.readouterr().err
+    err = capsys.readouterr().err  # the wording is checkpoint.py's; the command line's part is one line naming the file
+    assert err.startswith("error: broken.pt") and "checkpoint" in err and err.count("\n") == 1
     monkeypatch.setenv("TRANSFORMER_LESSONS_CACHE", str(tmp_path / "empty_cache"))  # no tokenized copy to fall back on
     assert main(["train", "--preset", "quick", "--data-dir", str(tmp_path / "nowhere"), "--quiet"]) == 2
     assert "does not exist" in capsys.readouterr().err
@@ -105,6 +108,213 @@ def test_an_unreadable_last_checkpoint_is_a_user_error(tmp_path, toy_corpus_file
     assert main(["train", "--preset", "quick", "--corpus", str(toy_corpus_file), "--out", str(tmp_path), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: cannot resume") and "--no-resume" in err and f"delete {tmp_path / 'last.pt'}" in err
+
+
+# --- Every option is checked before any work; each mistake is one line on stderr and exit status 2.
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """Makes every expensive step fail the test if it is reached: a bad option must stop before all of them."""
+    from transformer_lessons import decode, pretrained, train
+    from transformer_lessons.data import Corpus
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("an expensive step ran although an option was bad")
+
+    for owner, name in [(train, "train"), (train, "prepare_corpus_for"), (decode, "translate"), (decode, "evaluate"), (Corpus, "load"), (pretrained, "course_model_file")]:
+        monkeypatch.setattr(owner, name, must_not_run)
+
+
+def assert_one_usage_line(err: str, command: str, *expected: str) -> None:
+    assert err.count("\n") == 1 and err.endswith(" (see --help)\n"), err
+    assert err.startswith(f"python -m transformer_lessons{' ' + command if command else ''}: error: "), err
+    assert "Traceback" not in err and "usage:" not in err
+    for part in expected:
+        assert part in err, err
+
+
+BAD_OPTIONS = [
+    ("train --device gpu", "--device 'gpu' is not a device; use cpu, cuda, cuda:N or mps"),
+    ("translate Hallo --device tpu", "--device 'tpu' is not a device"),
+    ("evaluate --device cuda0", "--device 'cuda0' is not a device"),
+    ("train --bleu-val-limit 0", "--bleu-val-limit must be a positive whole number, got 0"),
+    ("train --limit 0", "--limit must be a positive whole number, got 0"),
+    ("train --limit -3", "--limit must be a positive whole number, got -3"),
+    ("train --limit 1.5", "--limit must be a positive whole number, got '1.5'"),
+    ("train --max-steps 0", "--max-steps must be a positive whole number, got 0"),
+    ("train --max-steps -1", "--max-steps must be a positive whole number, got -1"),
+    ("train --epochs 0", "--epochs must be a positive whole number, got 0"),
+    ("train --max-tokens 0", "--max-tokens must be a positive whole number, got 0"),
+    ("train --eval-every 0", "--eval-every must be a positive whole number, got 0"),
+    ("train --bpe-merges -1", "--bpe-merges must be 0 or a positive whole number, got -1"),
+    ("prepare --out c.json.gz --bpe-merges -1", "--bpe-merges must be 0"),
+    ("prepare --out c.json.gz --limit 0", "--limit must be a positive whole number, got 0"),
+    ("evaluate --limit 0", "--limit must be a positive whole number, got 0"),
+    ("train --seed -1", "--seed must be a whole number from 0 to 4294967295, got -1"),
+    ("train --seed 4294967296", "--seed must be a whole number from 0 to 4294967295"),
+    ("train --max-minutes nan", "--max-minutes must be a finite number > 0, got nan"),
+    ("train --max-minutes inf", "--max-minutes must be a finite number > 0, got inf"),
+    ("train --max-minutes -1", "--max-minutes must be a finite number > 0, got -1"),
+    ("train --max-minutes 0", "--max-minutes must be a finite number > 0, got 0"),
+    ("train --max-minutes soon", "--max-minutes must be a finite number > 0, got 'soon'"),
+    ("evaluate --length-penalty nan", "--length-penalty must be a finite number >= 0, got nan"),
+    ("evaluate --length-penalty -0.5", "--length-penalty must be a finite number >= 0, got -0.5"),
+    ("translate Hallo --beam 0", "--beam must be a whole number from 1 (greedy) to 64"),
+    ("translate Hallo --beam 10000", "--beam must be a whole number from 1 (greedy) to 64 (the paper uses 4), got 10000"),
+    ("train --beam 0", "--beam must be a whole number from 1 (greedy) to 64"),
+    ("evaluate --beam 65", "got 65"),
+    ("evaluate --split test2016", "--split 'test2016' is not a Multi30k split; choose one of train, val, test_2016_flickr,"),
+    ("train --out {file}", "--out {file} is a file, not a folder"),
+    ("prepare --out {dir}", "--out {dir} is a folder; give the name of a file to write"),
+    ("evaluate --output {dir}", "--output {dir} is a folder"),
+    ("evaluate --json {dir}", "--json {dir} is a folder"),
+    ("train --out {file}/run", "--out {file}/run cannot be created: {file} is a file"),
+    ("train --data-dir {dir}/nowhere", "--data-dir {dir}/nowhere does not exist"),
+    ("train --corpus {dir}/none.json.gz", "--corpus finds no corpus file at {dir}/none.json.gz; make one with: python -m transformer_lessons prepare"),
+    ("translate Hallo --checkpoint {dir}/none.pt", "--checkpoint finds no checkpoint at {dir}/none.pt; train one with"),
+    ("train --preset huge", "--preset invalid choice: 'huge'"),
+    ("train --colour", "unrecognized arguments: --colour"),
+    ("train --limit", "--limit expected one argument"),
+    ("prepare", "the following arguments are required: --out"),
+]
+
+
+@pytest.mark.parametrize("args, expected", BAD_OPTIONS, ids=[args for args, _ in BAD_OPTIONS])
+def test_a_bad_option_is_one_line_before_any_work(args, expected, tmp_path, no_work, capsys):
+    (tmp_path / "a_file").write_text("")
+    where = {"file": str(tmp_path / "a_file"), "dir": str(tmp_path)}
+    assert main([arg.format(**where) for arg in args.split()]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert_one_usage_line(err, args.split()[0], expected.format(**where))
+
+
+def test_an_unknown_command_is_one_line(no_work, capsys):
+    assert main(["fly"]) == 2
+    assert_one_usage_line(capsys.readouterr().err, "", "invalid choice: 'fly'", "'prepare', 'train', 'translate', 'evaluate'")
+
+
+def test_a_device_this_machine_lacks_is_refused(monkeypatch, no_work, capsys):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for command in (["train"], ["translate", "Hallo"], ["evaluate"]):
+        assert main([*command, "--device", "cuda"]) == 2
+        assert_one_usage_line(capsys.readouterr().err, command[0], "--device 'cuda' needs a CUDA GPU and torch finds none on this machine; use cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert main(["train", "--device", "cuda:2"]) == 2
+    assert_one_usage_line(capsys.readouterr().err, "train", "--device 'cuda:2' names GPU 2, but this machine has 2 (cuda:0 to cuda:1)")
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    assert main(["train", "--device", "mps"]) == 2
+    assert_one_usage_line(capsys.readouterr().err, "train", "'mps' (an Apple GPU) is not available on this machine")
+
+
+def test_good_values_parse_to_what_the_commands_use(tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    args = cli.build_parser().parse_args(
+        ["train", "--bpe-merges", "0", "--seed", "0", "--max-minutes", "0.5", "--beam", "64", "--device", "cuda:1", "--out", str(tmp_path / "new" / "run")]
+    )
+    assert (args.bpe_merges, args.seed, args.max_minutes, args.beam, args.device) == (0, 0, 0.5, 64, "cuda:1"), "0 merges = whole words, still valid"
+    args = cli.build_parser().parse_args(["evaluate", "--length-penalty", "0", "--split", "val", "--device", "cpu", "--limit", "1"])
+    assert (args.length_penalty, args.split, args.device, args.limit, args.beam) == (0.0, "val", "cpu", 1, 4)
+    assert cli.build_parser().parse_args(["train", "--out", str(tmp_path)]).out == str(tmp_path), "an existing folder is a run folder"
+
+
+def test_a_read_only_folder_is_refused_before_any_work(tmp_path, monkeypatch, no_work, capsys):
+    # The check asks os.access, so that it also holds where the tests run as root (who may write anywhere).
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != tmp_path)
+    assert main(["evaluate", "--output", str(tmp_path / "sub" / "hyps.txt")]) == 2
+    assert_one_usage_line(capsys.readouterr().err, "evaluate", f"--output {tmp_path / 'sub' / 'hyps.txt'} cannot be written: the folder {tmp_path} is read-only")
+
+
+def test_a_path_that_cannot_be_looked_at_is_one_line(tmp_path, monkeypatch, no_work, capsys):
+    locked = tmp_path / "locked"
+
+    class LockedPath(type(tmp_path)):  # stat() under a folder without x permission fails with EACCES (root never sees it)
+        def is_dir(self):
+            if self == locked or locked in self.parents:
+                raise PermissionError(errno.EACCES, "Permission denied", str(self))
+            return super().is_dir()
+
+    monkeypatch.setattr(cli, "Path", LockedPath)
+    for args in (["train", "--out", str(locked / "run")], ["prepare", "--out", str(locked)], ["evaluate", "--data-dir", str(locked)]):
+        assert main(args) == 2
+        assert_one_usage_line(capsys.readouterr().err, args[0], f"{args[-1]} cannot be used: Permission denied")
+
+
+def test_an_argument_that_is_not_utf8_is_one_line(no_work, capsys):
+    # On Linux, bytes that are not UTF-8 reach sys.argv as surrogate escapes: b"\xff" becomes "\udcff".
+    result = subprocess.run([sys.executable, "-m", "transformer_lessons", "translate", b"\xff\xfe"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and result.stdout == ""
+    assert_one_usage_line(result.stderr, "translate", r"argument 2 is not valid UTF-8: b'\xff\xfe'")
+    assert main(["train", "--out", "run\udcff"]) == 2
+    assert_one_usage_line(capsys.readouterr().err, "train", r"the value of --out is not valid UTF-8: b'run\xff'")
+
+
+# --- Errors while a command runs: one line, no traceback.
+
+
+def no_space(path):
+    def write(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    return write
+
+
+def test_a_failed_save_is_one_line_naming_the_file(tmp_path, monkeypatch, capsys):
+    from transformer_lessons import decode, train
+
+    class Corpus:
+        save = staticmethod(no_space(tmp_path / "c.json.gz"))
+
+    monkeypatch.setattr(train, "prepare_corpus_for", lambda *args, **kwargs: Corpus())
+    assert main(["prepare", "--out", str(tmp_path / "c.json.gz")]) == 1
+    assert capsys.readouterr().err == f"error: {tmp_path / 'c.json.gz'}: No space left on device\n"
+
+    monkeypatch.setattr(train, "train", no_space(tmp_path / "run" / "last.pt"))
+    assert main(["train", "--preset", "quick", "--out", str(tmp_path / "run")]) == 1
+    assert capsys.readouterr().err == f"error: {tmp_path / 'run' / 'last.pt'}: No space left on device\n"
+
+    scores = {"n": 2, "bleu_text": "BLEU = 1.0", "signature": "nrefs:1", "tutorial_bleu": 1.0, "hypotheses": ["a", "b"], "references": ["a", "b"]}
+    monkeypatch.setattr(decode, "evaluate", lambda *args, **kwargs: scores)
+    (tmp_path / "model.pt").write_bytes(b"")
+    for option in ("--output", "--json"):
+        monkeypatch.setattr(cli, "atomic_write_text", no_space(tmp_path / "out.txt"))
+        assert main(["evaluate", "--checkpoint", str(tmp_path / "model.pt"), option, str(tmp_path / "out.txt")]) == 1
+        out, err = capsys.readouterr()
+        assert "signature: nrefs:1" in out and err == f"error: {tmp_path / 'out.txt'}: No space left on device\n"
+
+
+def test_errors_the_package_raises_are_one_line(tmp_path, monkeypatch, capsys):
+    from transformer_lessons import errors, train
+    from transformer_lessons.pretrained import PretrainedError
+
+    kinds = [errors.DataError, errors.CheckpointError, errors.TrainingError, errors.DivergedError, errors.RunInUseError, errors.ResumeMismatchError, PretrainedError]
+    for kind in kinds:
+        def fail(*args, **kwargs):
+            raise kind("the run in runs/x was trained with other settings:\n  epochs: 1 -> 2\n")
+
+        monkeypatch.setattr(train, "train", fail)
+        assert main(["train", "--preset", "quick", "--out", str(tmp_path / "run")]) == 2, kind
+        assert capsys.readouterr().err == "error: the run in runs/x was trained with other settings: epochs: 1 -> 2\n", kind
+
+
+def test_ctrl_c_during_train_exits_130_without_a_traceback(tmp_path, monkeypatch, capsys):
+    from transformer_lessons import train
+
+    def interrupted(*args, **kwargs):
+        print("interrupted: saved last.pt (step 3); run again with resume to continue")  # what the train loop prints
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train, "train", interrupted)
+    assert main(["train", "--preset", "quick", "--out", str(tmp_path / "run")]) == 130
+    out, err = capsys.readouterr()
+    assert "saved last.pt" in out and err == "interrupted\n"
 
 
 # Runs the command line with spaCy unimportable, as on the GPU machine: None in sys.modules makes
