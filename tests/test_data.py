@@ -487,9 +487,9 @@ def test_token_batcher_is_seeded_and_changes_each_epoch():
 
 @needs_data
 def test_prepare_corpus_and_cache_reuse(monkeypatch, tmp_path):
-    corpus = data.prepare_corpus(DATA_DIR, limit=500, max_len=20, progress=False)
+    corpus = data.prepare_corpus(DATA_DIR, limit=500, drop_longer_than=20, progress=False)
     assert len(corpus.pairs["train"]) == len(corpus.text["train"]) == len(corpus.tokens["train"])
-    assert 450 < len(corpus.pairs["train"]) < 500  # max_len dropped a few long training pairs...
+    assert 450 < len(corpus.pairs["train"]) < 500  # drop_longer_than dropped a few long training pairs...
     assert len(corpus.pairs["val"]) == 1014 and len(corpus.pairs["test_2016_flickr"]) == 1000  # ...never eval pairs
     assert all(len(s) <= 20 and len(t) <= 20 for s, t in corpus.tokens["train"])
     assert corpus.src_vocab.itos[:4] == list(data.SPECIALS) and 300 < len(corpus.tgt_vocab) < 1000
@@ -504,7 +504,7 @@ def test_prepare_corpus_and_cache_reuse(monkeypatch, tmp_path):
 
     monkeypatch.setattr(Tokenizer, "tokenize_batch", no_tokenizing)
     monkeypatch.setattr(corpus_module, "load_split", no_tokenizing)  # nor are the raw files needed
-    again = data.prepare_corpus(DATA_DIR, limit=500, max_len=20, progress=False)
+    again = data.prepare_corpus(DATA_DIR, limit=500, drop_longer_than=20, progress=False)
     assert again.pairs == corpus.pairs and again.src_vocab == corpus.src_vocab and again.text == corpus.text
 
     corpus.save(tmp_path / "corpus.json.gz")

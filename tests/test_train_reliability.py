@@ -290,3 +290,13 @@ def test_nonsense_settings_are_refused(bad):
     field = next(iter(bad))
     with pytest.raises(ValueError, match=rf"TrainConfig: {field} must be"):
         TrainConfig(**bad)
+
+
+def test_a_record_written_before_the_rename_still_reads():
+    """``max_len`` of TrainConfig was renamed ``drop_longer_than`` (the name meant three things); old records still load."""
+    import json
+
+    recorded = json.loads((Path(__file__).resolve().parents[1] / "results" / "cpu" / "metrics.json").read_text())["train_config"]
+    config = TrainConfig.from_dict(recorded)
+    assert config.drop_longer_than == recorded.get("max_len", recorded.get("drop_longer_than"))
+    assert TrainConfig.from_dict({"max_len": 40}).drop_longer_than == 40

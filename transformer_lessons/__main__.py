@@ -246,7 +246,7 @@ def _add_prepare(sub) -> None:
         description="Tokenize Multi30k (spaCy) and save the corpus, e.g. to train on a machine without spaCy (train --corpus).",
     )
     p.add_argument("--out", type=new_file, required=True, metavar="PATH", help="file to write (.json.gz)")
-    p.add_argument("--preset", choices=PRESETS, default=None, help="take min_freq/limit/max_len/bpe_merges from this training preset (default: full)")
+    p.add_argument("--preset", choices=PRESETS, default=None, help="take min_freq/limit/drop_longer_than/bpe_merges from this training preset (default: full)")
     p.add_argument("--limit", type=positive_int, metavar="N", help="keep only the first N training pairs")
     p.add_argument("--bpe-merges", type=non_negative_int, metavar="N", help="subword units: N byte-pair merges per language (0 = whole words; default: the preset's)")
     p.add_argument("--data-dir", type=existing_dir, metavar="DIR", help="directory with the raw Multi30k .gz files")

@@ -93,7 +93,7 @@ class TrainConfig:
     name: str = "custom"  # run name: the default output directory is runs/<name>
     # --- data ---
     min_freq: int = 2  # rarer training words become <unk>: ~8k German / ~6k English words remain
-    max_len: int | None = None  # drop longer *training* pairs (tokens); evaluation data is never filtered
+    drop_longer_than: int | None = None  # drop *training* pairs with a side of more tokens; evaluation data is never filtered
     limit: int | None = None  # use only the first `limit` training pairs (quick runs); None = all 29k
     max_tokens: int = 4096  # padded tokens per batch and side; the paper's 25k is for 4.5M-pair WMT
     bpe_merges: int | None = None  # subword units: byte-pair merges learned per language (None = whole words)
@@ -122,11 +122,13 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> "TrainConfig":
+        data = dict(data)
+        if "max_len" in data:  # the name before 2026-11 (it meant three things in the package)
+            data["drop_longer_than"] = data.pop("max_len")
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"unknown TrainConfig fields {unknown}; known: {sorted(known)}")
-        data = dict(data)
         if isinstance(data.get("model"), dict):
             data["model"] = ModelConfig(**data["model"])
         if "betas" in data:
@@ -176,7 +178,7 @@ def _config_problems(c: "TrainConfig") -> list[str]:
         return None
 
     checks = [
-        whole("min_freq", 1), whole("max_len", 1, optional=True), whole("limit", 1, optional=True), whole("max_tokens", 1),
+        whole("min_freq", 1), whole("drop_longer_than", 1, optional=True), whole("limit", 1, optional=True), whole("max_tokens", 1),
         whole("bpe_merges", 0, optional=True), whole("epochs", 1), whole("warmup", 1), whole("eval_every", 1),
         whole("beam_size", 1), whole("bleu_val_limit", 1, optional=True), whole("max_output_extra", 0), whole("seed", 0),
         real("lr_factor", 0.0, open_low=True), real("smoothing", 0.0, 0.999), real("clip_norm", 0.0, optional=True, open_low=True),

@@ -286,7 +286,7 @@ def restore(run: Run, ckpt: dict) -> TrainState:
         raise ResumeMismatchError(
             f"{run.last_path} was trained with other vocabularies (source {len(ckpt['src_vocab']['itos'])}, target "
             f"{len(ckpt['tgt_vocab']['itos'])} tokens; this corpus: {len(src_vocab)}, {len(tgt_vocab)}): "
-            "prepare the corpus with the run's min_freq/limit/max_len/bpe_merges, or start over with resume=False (--no-resume)"
+            "prepare the corpus with the run's min_freq/limit/drop_longer_than/bpe_merges, or start over with resume=False (--no-resume)"
         )
     check_state_fits(run.model, ckpt["model"], len(src_vocab), len(tgt_vocab))
     run.model.load_state_dict(ckpt["model"])
@@ -479,12 +479,12 @@ def prepare_corpus_for(
     config: "TrainConfig | str | None" = None, data_dir: str | os.PathLike | None = None, progress: bool = True, limit: int | None = None
 ) -> "Corpus":
     """The corpus a run with ``config`` trains on: :func:`~transformer_lessons.data.prepare_corpus`
-    with the config's ``min_freq``, ``max_len``, ``limit`` and ``bpe_merges`` (``limit`` here overrides the config's)."""
+    with the config's ``min_freq``, ``drop_longer_than``, ``limit`` and ``bpe_merges`` (``limit`` here overrides the config's)."""
     from transformer_lessons.data import prepare_corpus
 
     config = get_train_config(config)
     return prepare_corpus(
-        data_dir, min_freq=config.min_freq, max_len=config.max_len, limit=limit if limit is not None else config.limit,
+        data_dir, min_freq=config.min_freq, drop_longer_than=config.drop_longer_than, limit=limit if limit is not None else config.limit,
         progress=progress, bpe_merges=config.bpe_merges,
     )  # fmt: skip
 
@@ -494,7 +494,8 @@ def check_corpus(corpus: "Corpus", config: TrainConfig) -> None:
     for split in ("train", "val"):
         if split not in corpus.pairs:
             raise ValueError(f"the corpus has no {split!r} split; prepare it with splits including {split!r}")
-    made = {k: corpus.info[k] for k in ("min_freq", "max_len", "limit", "bpe_merges") if k in corpus.info}
+    info = {("drop_longer_than" if k == "max_len" else k): v for k, v in corpus.info.items()}  # corpora saved before the rename
+    made = {k: info[k] for k in ("min_freq", "drop_longer_than", "limit", "bpe_merges") if k in info}
     differs = {k: (v, getattr(config, k)) for k, v in made.items() if v != getattr(config, k)}
     if differs:  # a corpus prepared elsewhere (e.g. --corpus on a GPU machine) records how it was made
         detail = ", ".join(f"{k}={v!r} (config: {c!r})" for k, (v, c) in differs.items())
@@ -506,7 +507,7 @@ def check_corpus(corpus: "Corpus", config: TrainConfig) -> None:
                 f"{skipped} {split} pair(s) have a side of {config.model.max_len} or more tokens, more than the model's "
                 f"max_len={config.model.max_len} holds with <bos>/<eos>; they are left out of "
                 f"{'training' if split == 'train' else 'the validation loss (BLEU still translates them, cut to fit)'}. "
-                "Raise model.max_len or set max_len to filter the training data.",
+                "Raise model.max_len, or set drop_longer_than to filter the training data.",
                 stacklevel=3,
             )
 

@@ -54,7 +54,7 @@ class Corpus:
         pairs: split -> ``(source ids, target ids)`` without specials.
         text: split -> raw ``(de, en)`` sentences (references for BLEU).
         tokens: split -> ``(de tokens, en tokens)``.
-        info: how it was made (min_freq, max_len, limit, tokenizers).
+        info: how it was made (min_freq, drop_longer_than, limit, bpe_merges, tokenizers).
     """
 
     src_vocab: Vocab
@@ -216,7 +216,7 @@ def _tokenized_splits(splits: Sequence[str], data_dir, cache: bool, progress: bo
 def prepare_corpus(
     data_dir: str | os.PathLike | None = None,
     min_freq: int = 2,
-    max_len: int | None = None,
+    drop_longer_than: int | None = None,
     splits: Sequence[str] = ("train", "val", "test_2016_flickr"),
     limit: int | None = None,
     cache: bool = True,
@@ -228,8 +228,8 @@ def prepare_corpus(
     Args:
         data_dir: a directory with the raw files (see :func:`~transformer_lessons.data.files.fetch`).
         min_freq: training-set count below which a word becomes ``<unk>``.
-        max_len: drop *training* pairs with more than ``max_len`` tokens on
-            either side (specials not counted). Evaluation pairs are never
+        drop_longer_than: drop *training* pairs with more than this many tokens
+            on either side (specials not counted). Evaluation pairs are never
             dropped: a test set you filter is no longer the test set.
         splits: which splits to return; ``"train"`` is always included (the
             vocabularies are built on it).
@@ -252,8 +252,8 @@ def prepare_corpus(
     text, tokens = _tokenized_splits(splits, data_dir, cache, progress)
 
     keep = range(len(tokens["train"]) if limit is None else min(limit, len(tokens["train"])))
-    if max_len is not None:
-        keep = [i for i in keep if len(tokens["train"][i][0]) <= max_len and len(tokens["train"][i][1]) <= max_len]
+    if drop_longer_than is not None:
+        keep = [i for i in keep if max(len(tokens["train"][i][0]), len(tokens["train"][i][1])) <= drop_longer_than]
     text["train"] = [text["train"][i] for i in keep]
     tokens["train"] = [tokens["train"][i] for i in keep]
 
@@ -266,7 +266,7 @@ def prepare_corpus(
     pairs = {split: [(src_vocab.encode_words(s), tgt_vocab.encode_words(t)) for s, t in tokens[split]] for split in splits}
     info = {
         "min_freq": min_freq,
-        "max_len": max_len,
+        "drop_longer_than": drop_longer_than,
         "limit": limit,
         "bpe_merges": bpe_merges or None,
         "tokenizers": {lang: tokenizer_kind(lang) for lang in LANGS},
