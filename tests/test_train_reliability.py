@@ -216,8 +216,19 @@ def signal_during_step(monkeypatch, at: int, signum: int, times: int = 1):
     monkeypatch.setattr(training, "train_step", step)
 
 
+@pytest.fixture
+def stop_signals_default():
+    """Ctrl-C and SIGTERM as in a terminal or a notebook, whatever started the tests (make in the background ignores SIGINT)."""
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    yield
+    for s, handler in before.items():
+        signal.signal(s, handler)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_a_stopped_and_resumed_run_is_identical_to_the_uninterrupted_one(tmp_path, corpus, monkeypatch, signum):
+def test_a_stopped_and_resumed_run_is_identical_to_the_uninterrupted_one(tmp_path, corpus, monkeypatch, signum, stop_signals_default):
     straight = run(corpus, tmp_path / "a")
     steps_per_epoch = straight["history"][0]["step"]
     signal_during_step(monkeypatch, at=steps_per_epoch + 5, signum=signum)  # in the middle of epoch 2
@@ -234,15 +245,24 @@ def test_a_stopped_and_resumed_run_is_identical_to_the_uninterrupted_one(tmp_pat
     a, b = weights(tmp_path / "a" / "last.pt"), weights(tmp_path / "b" / "last.pt")
     assert all(torch.equal(a[k], b[k]) for k in a), "weight for weight"
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, "the handlers are given back"
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
-def test_a_second_ctrl_c_stops_at_once_without_overwriting_last_pt(tmp_path, corpus, monkeypatch):
+def test_a_second_ctrl_c_stops_at_once_without_overwriting_last_pt(tmp_path, corpus, monkeypatch, stop_signals_default):
     run(corpus, tmp_path, TOY_CONFIG.replace(epochs=1))
     before = (tmp_path / "last.pt").read_bytes()
     signal_during_step(monkeypatch, at=3, signum=signal.SIGINT, times=2)
     with pytest.raises(KeyboardInterrupt):
         run(corpus, tmp_path, TOY_CONFIG.replace(epochs=2))
     assert (tmp_path / "last.pt").read_bytes() == before
+
+
+def test_an_ignored_ctrl_c_stays_ignored(tmp_path, corpus, monkeypatch, stop_signals_default):
+    """A run started in the background ('&') ignores Ctrl-C, as the shell meant: training does not take it over."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal_during_step(monkeypatch, at=3, signum=signal.SIGINT)
+    result = run(corpus, tmp_path, TOY_CONFIG.replace(epochs=1))
+    assert result["stopped"] == "done" and signal.getsignal(signal.SIGINT) is signal.SIG_IGN
 
 
 # --------------------------------------------------------------------------------------

@@ -45,6 +45,8 @@ class StepBoundary:
     def __enter__(self) -> "StepBoundary":
         if threading.current_thread() is threading.main_thread():
             for signum in STOP_SIGNALS:
+                if signal.getsignal(signum) is signal.SIG_IGN:
+                    continue  # ignored on purpose (a job started in the background with '&' ignores Ctrl-C): keep it so
                 self._previous[signum] = signal.signal(signum, self._handle)
         return self
 
