@@ -19,13 +19,13 @@ from transformer_lessons.masks import causal_mask
 from transformer_lessons.specials import BOS_ID, EOS_ID, PAD_ID
 
 
-def learner_greedy(model, src, src_mask, max_len, bos_id, eos_id, bug=None):
+def learner_greedy(model, src, src_mask, max_new_tokens, bos_id, eos_id, bug=None):
     """A learner's greedy loop; ``bug`` switches on one known mistake (None is correct)."""
     memory = model.encode(src, None if bug == "no_src_mask" else src_mask)  # (B, S, D)
     mask = None if bug == "no_src_mask" else src_mask
     ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long)  # (B, 1)
     finished = torch.zeros(src.size(0), dtype=torch.bool)
-    steps = max_len - 1 if bug == "off_by_one" else max_len + 1 if bug == "one_too_many" else max_len
+    steps = max_new_tokens - 1 if bug == "off_by_one" else max_new_tokens + 1 if bug == "one_too_many" else max_new_tokens
     for _ in range(steps):
         inp = ys[:, :1] if bug == "no_feedback" else ys[:, -1:] if bug == "last_token_only" else ys
         tgt_mask = None if bug == "no_causal_mask" else causal_mask(inp.size(1))
@@ -61,8 +61,8 @@ def learner_greedy(model, src, src_mask, max_len, bos_id, eos_id, bug=None):
 
 
 def learner(bug):
-    def fn(model, src, src_mask, max_len, bos_id, eos_id):
-        return learner_greedy(model, src, src_mask, max_len, bos_id, eos_id, bug=bug)
+    def fn(model, src, src_mask, max_new_tokens, bos_id, eos_id):
+        return learner_greedy(model, src, src_mask, max_new_tokens, bos_id, eos_id, bug=bug)
 
     return fn
 
@@ -96,7 +96,7 @@ def test_correct_answers_pass(answer, capsys):
         ("no_eos_handling", "goes on after its <eos>"),
         ("stop_at_first_eos", "ONE row"),
         ("off_by_one", "off by one"),
-        ("one_too_many", "more than 1 + max_len"),
+        ("one_too_many", "more than 1 + max_new_tokens"),
         ("no_bos", "<bos> column is missing"),
         ("float", "dtype torch.long"),
         ("list", "torch.Tensor"),
@@ -111,16 +111,16 @@ def test_each_bug_is_named(bug, hint):
 
 
 def test_hard_coded_special_ids_are_caught():
-    def course_ids(model, src, src_mask, max_len, bos_id, eos_id):
-        return learner_greedy(model, src, src_mask, max_len, 2, 3)  # the course vocabulary's <bos>/<eos>
+    def course_ids(model, src, src_mask, max_new_tokens, bos_id, eos_id):
+        return learner_greedy(model, src, src_mask, max_new_tokens, 2, 3)  # the course vocabulary's <bos>/<eos>
 
     with pytest.raises(ExerciseError, match="bos_id = 1"):
         checks.check_greedy_decode(course_ids)
 
 
 def test_inputs_left_alone():
-    def zeroes_src(model, src, src_mask, max_len, bos_id, eos_id):
-        out = learner_greedy(model, src, src_mask, max_len, bos_id, eos_id)
+    def zeroes_src(model, src, src_mask, max_new_tokens, bos_id, eos_id):
+        out = learner_greedy(model, src, src_mask, max_new_tokens, bos_id, eos_id)
         src.zero_()
         return out
 
@@ -129,7 +129,7 @@ def test_inputs_left_alone():
 
 
 def test_stub_says_not_implemented(capsys):
-    def stub(model, src, src_mask, max_len, bos_id, eos_id):
+    def stub(model, src, src_mask, max_new_tokens, bos_id, eos_id):
         raise NotImplementedError("write the loop")
 
     assert checks.check_greedy_decode(stub) is False
@@ -149,12 +149,12 @@ def test_check_leaves_the_random_state_and_the_model_alone():
 def test_every_bug_changes_the_output():
     """The check's model and sources are chosen so that no simulated bug coincides with the reference."""
     model = check_decoding._decoding_model()
-    for src, src_mask, max_len in check_decoding._decoding_cases()[:1]:
+    for src, src_mask, max_new_tokens in check_decoding._decoding_cases()[:1]:
         bos, eos = check_decoding._DEC_BOS, check_decoding._DEC_EOS
         with torch.no_grad():
-            want = check_decoding._rows_until_eos(greedy_decode(model, src, src_mask, max_len, bos, eos), eos)
+            want = check_decoding._rows_until_eos(greedy_decode(model, src, src_mask, max_new_tokens, bos, eos), eos)
             outputs = {
-                name: check_decoding._rows_until_eos(check_decoding._greedy(model, src, src_mask, max_len, bos, eos, **knobs), eos)
+                name: check_decoding._rows_until_eos(check_decoding._greedy(model, src, src_mask, max_new_tokens, bos, eos, **knobs), eos)
                 for name, knobs in {
                     "bos": dict(feed="bos"), "last": dict(feed="last"), "causal": dict(causal=False),
                     "src_mask": dict(use_src_mask=False), "softmax": dict(softmax_dim=1),

@@ -70,10 +70,10 @@ def toy(tmp_path_factory):
 def test_greedy_stops_at_eos_and_pads_after_it():
     model = ScriptedModel([5, 6, 7])
     src = torch.ones(2, 4, dtype=torch.long)
-    ys = greedy_decode(model, src, None, max_len=10, bos_id=BOS, eos_id=EOS, pad_id=PAD)
+    ys = greedy_decode(model, src, None, max_new_tokens=10, bos_id=BOS, eos_id=EOS, pad_id=PAD)
     assert ys.tolist() == [[BOS, 5, 6, 7, EOS]] * 2, "stops as soon as every sentence has ended"
-    ys = greedy_decode(model, src, None, max_len=2, bos_id=BOS, eos_id=EOS)
-    assert ys.tolist() == [[BOS, 5, 6]] * 2, "max_len caps the output"
+    ys = greedy_decode(model, src, None, max_new_tokens=2, bos_id=BOS, eos_id=EOS)
+    assert ys.tolist() == [[BOS, 5, 6]] * 2, "max_new_tokens caps the output"
 
 
 def test_beam_follows_the_script_and_pads():

@@ -298,7 +298,7 @@ def test_the_beam_is_bounded():
 
     model = make_copy_model().eval()
     with pytest.raises(ValueError, match="between 1 and 64"):
-        beam_search(model, torch.tensor([[5, 6, 7]]), None, max_len=5, bos_id=2, eos_id=3, beam_size=10_000)
+        beam_search(model, torch.tensor([[5, 6, 7]]), None, max_new_tokens=5, bos_id=2, eos_id=3, beam_size=10_000)
 
 
 @pytest.mark.parametrize(

@@ -99,5 +99,5 @@ def copy_accuracy(model: Transformer, n: int = 200, length: int = 10, seed: int 
     model.eval()
     generator = torch.Generator().manual_seed(seed)
     src, _, tgt_out = copy_batch(n, length, model.src_vocab_size, generator)
-    out = greedy_decode(model, src, None, max_len=length, bos_id=BOS_ID)[:, 1:]  # drop <bos>: (B, L)
+    out = greedy_decode(model, src, None, max_new_tokens=length, bos_id=BOS_ID)[:, 1:]  # drop <bos>: (B, L)
     return (out == tgt_out).float().mean().item()

@@ -36,7 +36,7 @@ def greedy_decode(
     model: Transformer,
     src: torch.Tensor,
     src_mask: torch.Tensor | None,
-    max_len: int,
+    max_new_tokens: int,
     bos_id: int,
     eos_id: int | None = None,
     pad_id: int | None = None,
@@ -53,20 +53,20 @@ def greedy_decode(
         model: the Transformer (put it in eval mode first).
         src: source ids ``(B, S)``.
         src_mask: ``(B, 1, 1, S)`` padding mask, or ``None``.
-        max_len: the most tokens to generate after ``<bos>``.
+        max_new_tokens: the most tokens to generate after ``<bos>``.
         bos_id: id the decoder input starts with.
-        eos_id: id that ends a sequence, or ``None`` to always run ``max_len`` steps.
+        eos_id: id that ends a sequence, or ``None`` to always run ``max_new_tokens`` steps.
         pad_id: id written after a sequence's ``<eos>``.
 
     Returns:
-        LongTensor ``(B, 1 + L)`` with ``L <= max_len``, starting with ``bos_id``.
+        LongTensor ``(B, 1 + L)`` with ``L <= max_new_tokens``, starting with ``bos_id``.
     """
     memory = model.encode(src, src_mask)  # (B, S, D)
     batch = src.size(0)
     ys = torch.full((batch, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
     finished = torch.zeros(batch, dtype=torch.bool, device=src.device)
     filler = pad_id if pad_id is not None else eos_id
-    for _ in range(max_len):
+    for _ in range(max_new_tokens):
         # Only unfinished rows go through the decoder: a finished sentence costs nothing more.
         rows = (~finished).nonzero().squeeze(1) if bool(finished.any()) else None  # (A,) or all
         mem, mask, inp = (memory, src_mask, ys) if rows is None else (memory[rows], None if src_mask is None else src_mask[rows], ys[rows])
@@ -102,7 +102,7 @@ def beam_search(
     model: Transformer,
     src: torch.Tensor,
     src_mask: torch.Tensor | None,
-    max_len: int,
+    max_new_tokens: int,
     bos_id: int,
     eos_id: int,
     beam_size: int = 4,
@@ -118,7 +118,7 @@ def beam_search(
     ``<eos>`` that rank among the first ``K`` become finished hypotheses,
     scored ``log P / lp`` (:func:`length_penalty`), and the first ``K`` others
     stay alive. A sentence is done once it has ``K`` finished hypotheses (so
-    ``beam_size=1`` is exactly greedy decoding); at ``max_len`` the best ``K``
+    ``beam_size=1`` is exactly greedy decoding); at ``max_new_tokens`` the best ``K``
     candidates finish as they are (cut off, without ``<eos>``, as in greedy
     decoding). The best finished hypothesis is returned.
 
@@ -126,7 +126,7 @@ def beam_search(
         model: the Transformer, in eval mode.
         src: source ids ``(B, S)``.
         src_mask: ``(B, 1, 1, S)`` padding mask, or ``None``.
-        max_len: the most tokens to generate after ``<bos>``, ``<eos>`` included.
+        max_new_tokens: the most tokens to generate after ``<bos>``, ``<eos>`` included.
         bos_id, eos_id: the special ids.
         beam_size: ``K`` (paper: 4).
         length_penalty: ``α`` (paper: 0.6).
@@ -148,7 +148,7 @@ def beam_search(
     scores[:, 1:] = float("-inf")  # all K start as the same <bos>: only the first may grow at step 1
     finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(B)]
     active = list(range(B))  # which sentence each row block of the tensors belongs to
-    for t in range(1, max_len + 1):
+    for t in range(1, max_new_tokens + 1):
         A = len(active)
         logits = model.decode(memory, mask, seqs.view(A * K, t), causal_mask(t, device))[:, -1]  # (A*K, V)
         log_p = F.log_softmax(logits.float(), dim=-1)  # (A*K, V)
@@ -158,9 +158,9 @@ def beam_search(
         beam, token = top_idx // V, top_idx % V  # which prefix each candidate extends, and with what
         is_eos = token == eos_id  # (A, 2K)
 
-        # Candidates ending in <eos> among the first K finish; at max_len, the first K
+        # Candidates ending in <eos> among the first K finish; at max_new_tokens, the first K
         # finish whatever their last token (cut off, as greedy decoding is). One sync per step.
-        ending = is_eos[:, :K] if t < max_len else torch.ones_like(is_eos[:, :K])
+        ending = is_eos[:, :K] if t < max_new_tokens else torch.ones_like(is_eos[:, :K])
         ends = (ending & torch.isfinite(top_scores[:, :K])).nonzero().tolist()
         if ends:
             _collect_finished(finished, active, ends, seqs, top_scores, beam, token, t, length_penalty, K)
@@ -274,7 +274,7 @@ def decode_token_lists(
     tgt_vocab: "Vocab",
     beam_size: int = 1,
     length_penalty: float = 0.6,
-    max_len: int | None = None,
+    max_new_tokens: int | None = None,
     batch_size: int = 128,
     progress: bool = False,
     max_extra: int = EXTRA_OUTPUT_TOKENS,
@@ -285,7 +285,7 @@ def decode_token_lists(
     padding), then put back in the input order. A source longer than the model
     accepts is cut to ``model.config.max_len - 1`` tokens (plus ``<eos>``);
     :func:`translate` warns about it. An empty source gives an empty output.
-    ``max_len`` caps the output (default: source length + ``max_extra``, paper
+    ``max_new_tokens`` caps the output (default: source length + ``max_extra``, paper
     §6.1 uses 50; never more than the model's ``max_len``).
     """
     model.eval()
@@ -310,7 +310,7 @@ def decode_token_lists(
             src[row, : len(ids[i]) + 1] = torch.tensor(ids[i] + [src_vocab.eos_id])  # ids then <eos>, as in training
         src = src.to(device)
         src_mask = padding_mask(src, src_vocab.pad_id)  # (B, 1, 1, S)
-        steps = min(max_len or width + max_extra, model.config.max_len)
+        steps = min(max_new_tokens or width + max_extra, model.config.max_len)
         if beam_size == 1:
             ys = greedy_decode(model, src, src_mask, steps, bos, eos, pad)  # (B, 1 + L)
         else:
@@ -340,7 +340,7 @@ def translate(
     model_or_checkpoint: Transformer | str | os.PathLike,
     sentences: str | Sequence[str],
     beam_size: int = 1,
-    max_len: int | None = None,
+    max_new_tokens: int | None = None,
     device: str | torch.device | None = None,
     src_vocab: "Vocab | None" = None,
     tgt_vocab: "Vocab | None" = None,
@@ -356,7 +356,7 @@ def translate(
             ``src_vocab`` and ``tgt_vocab``.
         sentences: a list of German sentences, or one sentence (a ``str``).
         beam_size: 1 for greedy decoding, e.g. 4 for the paper's beam search.
-        max_len: the most output tokens (default source length + 50, at most
+        max_new_tokens: the most output tokens (default source length + 50, at most
             the model's ``max_len``).
         device: where to run (a checkpoint is loaded there; a model is moved).
         return_attention: also return what the widgets of the step-by-step view need.
@@ -400,7 +400,7 @@ def translate(
         )
         src_units = [u[:limit] for u in src_units]
     # decode_token_lists takes words and cuts each source to `limit` units itself.
-    outputs = decode_token_lists(model, src_tokens, src_vocab, tgt_vocab, beam_size, length_penalty, max_len, batch_size)
+    outputs = decode_token_lists(model, src_tokens, src_vocab, tgt_vocab, beam_size, length_penalty, max_new_tokens, batch_size)
     english = Tokenizer("en")
     texts = [english.detokenize(tgt_vocab.decode_words(out)) for out in outputs]
     if not return_attention:

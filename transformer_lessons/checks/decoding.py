@@ -81,20 +81,20 @@ def _decoding_model() -> Transformer:
 
 
 def _decoding_cases() -> list[tuple[torch.Tensor, torch.Tensor, int]]:
-    """``(src, src_mask, max_len)``: six padded sources, then one source with a tight max_len."""
+    """``(src, src_mask, max_new_tokens)``: six padded sources, then one source with a tight max_new_tokens."""
     batch = _copy_batch(6, torch.Generator().manual_seed(9))  # src (6, S), padded
     one = batch.src[1:2, :7]  # (1, 7): one sentence, no padding, cut off after 4 tokens
     return [(batch.src, batch.src_mask, _DEC_MAX_LEN), (one, padding_mask(one, _DEC_PAD), 4)]
 
 
-def _greedy(model, src, src_mask, max_len, bos_id, eos_id, *, feed="all", position=-1, causal=True,
+def _greedy(model, src, src_mask, max_new_tokens, bos_id, eos_id, *, feed="all", position=-1, causal=True,
             use_src_mask=True, softmax_dim=None):
     """Greedy decoding with knobs that reproduce the common bugs (defaults: the correct loop)."""
     mask = src_mask if use_src_mask else None
     memory = model.encode(src, mask)  # (B, S, D)
     ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long)  # (B, 1)
     finished = torch.zeros(src.size(0), dtype=torch.bool)
-    for _ in range(max_len):
+    for _ in range(max_new_tokens):
         inp = {"all": ys, "bos": ys[:, :1], "last": ys[:, -1:]}[feed]  # (B, t) or (B, 1)
         logits = model.decode(memory, mask, inp, causal_mask(inp.size(1)) if causal else None)  # (B, t, V)
         if softmax_dim is not None:
@@ -138,19 +138,19 @@ _GREEDY_HINT = (
 )
 
 
-def _check_greedy_structure(got: Any, B: int, max_len: int, bos_id: int, eos_id: int, expected: torch.Tensor) -> None:
+def _check_greedy_structure(got: Any, B: int, max_new_tokens: int, bos_id: int, eos_id: int, expected: torch.Tensor) -> None:
     """Type, shape, the <bos> column, eos padding and lengths: what any greedy decoder must satisfy."""
     _expect_tensor(got, "the result")
     if got.is_floating_point() or got.dtype == torch.bool:
         raise ExerciseError(f"the result should hold token ids (dtype torch.long), got {got.dtype}")
     if got.dim() != 2 or got.size(0) != B:
         raise ExerciseError(
-            f"the result should be (B, 1 + L) = ({B}, 1 + L) with L <= max_len = {max_len}, got shape {_shape(got)}"
+            f"the result should be (B, 1 + L) = ({B}, 1 + L) with L <= max_new_tokens = {max_new_tokens}, got shape {_shape(got)}"
         )
     got = got.long()
-    if got.size(1) > 1 + max_len:
+    if got.size(1) > 1 + max_new_tokens:
         raise ExerciseError(
-            f"the result has {got.size(1)} columns, more than 1 + max_len = {1 + max_len}: generate at most max_len "
+            f"the result has {got.size(1)} columns, more than 1 + max_new_tokens = {1 + max_new_tokens}: generate at most max_new_tokens "
             "tokens (one per loop step), and append only the last position's token each step"
         )
     if not bool((got[:, 0] == bos_id).all()):
@@ -167,7 +167,7 @@ def _check_greedy_structure(got: Any, B: int, max_len: int, bos_id: int, eos_id:
                     "append eos_id to it (keep a `finished` flag per row, next_token.masked_fill(finished, eos_id)), "
                     "and stop when every row is finished"
                 )
-    cut = [b for b, row in enumerate(got[:, 1:].tolist()) if eos_id not in row and len(row) < max_len]
+    cut = [b for b, row in enumerate(got[:, 1:].tolist()) if eos_id not in row and len(row) < max_new_tokens]
     if cut:
         ended = [row.index(eos_id) for row in got[:, 1:].tolist() if eos_id in row]  # where each ended row ended
         if ended and all(end == got.size(1) - 2 for end in ended):  # nothing ended before the last step
@@ -175,12 +175,12 @@ def _check_greedy_structure(got: Any, B: int, max_len: int, bos_id: int, eos_id:
                 f"rows {cut} stop after {got.size(1) - 1} tokens without <eos>: the loop stopped as soon as ONE row "
                 "produced eos_id. Stop when EVERY row has (finished.all()); until then the others are still being written"
             )
-        if got.size(1) - 1 == max_len - 1:
-            raise _known_bug(f"off by one: a row without <eos> should have max_len = {max_len} tokens after <bos>, "
-                            f"got {max_len - 1}: loop `for _ in range(max_len)`")
+        if got.size(1) - 1 == max_new_tokens - 1:
+            raise _known_bug(f"off by one: a row without <eos> should have max_new_tokens = {max_new_tokens} tokens after <bos>, "
+                            f"got {max_new_tokens - 1}: loop `for _ in range(max_new_tokens)`")
         raise ExerciseError(
             f"rows {cut} end after {got.size(1) - 1} tokens without <eos>: keep generating until a row produces "
-            f"eos_id or max_len = {max_len} tokens"
+            f"eos_id or max_new_tokens = {max_new_tokens} tokens"
         )
 
 
@@ -214,13 +214,13 @@ def _greedy_bugs(fed_one_token: bool) -> list[tuple[str, dict[str, Any], bool]]:
 
 
 def _diagnose_greedy(fn: Callable[..., torch.Tensor], model: nn.Module, src: torch.Tensor, src_mask: torch.Tensor,
-                     max_len: int, got_rows: list[list[int]], want_rows: list[list[int]], calls: list) -> None:
+                     max_new_tokens: int, got_rows: list[list[int]], want_rows: list[list[int]], calls: list) -> None:
     """Raise naming the bug behind rows that differ from the reference: sampling, a simulated bug, or the first difference.
 
     ``calls`` is what :class:`_DecodeSpy` recorded: the decoder's inputs and whether a tgt_mask came with them.
     """
     torch.manual_seed(1)  # another seed: a deterministic decoder gives the same answer again
-    again = _call(fn, model, src.clone(), src_mask.clone(), max_len, _DEC_BOS, _DEC_EOS, hint=_GREEDY_HINT)
+    again = _call(fn, model, src.clone(), src_mask.clone(), max_new_tokens, _DEC_BOS, _DEC_EOS, hint=_GREEDY_HINT)
     if isinstance(again, torch.Tensor) and _rows_until_eos(again.long(), _DEC_EOS) != got_rows:
         raise _known_bug(
             "two runs with the same input gave different outputs: are you sampling (torch.multinomial, "
@@ -228,7 +228,7 @@ def _diagnose_greedy(fn: Callable[..., torch.Tensor], model: nn.Module, src: tor
         )
     fed_one_token = bool(calls) and all(tgt.size(1) == 1 for tgt, _ in calls)
     for hint, knobs, plausible in _greedy_bugs(fed_one_token):
-        simulated = _greedy(model, src, src_mask, max_len, _DEC_BOS, _DEC_EOS, **knobs) if plausible else None
+        simulated = _greedy(model, src, src_mask, max_new_tokens, _DEC_BOS, _DEC_EOS, **knobs) if plausible else None
         if simulated is not None and got_rows == _rows_until_eos(simulated, _DEC_EOS):
             raise _known_bug(hint)
     if calls and not any(has_mask for _, has_mask in calls):
@@ -237,7 +237,7 @@ def _diagnose_greedy(fn: Callable[..., torch.Tensor], model: nn.Module, src: tor
     t = next((i for i, (g, w) in enumerate(zip(got_rows[b], want_rows[b])) if g != w), min(len(got_rows[b]), len(want_rows[b])))
     raise ExerciseError(
         f"row {b} differs from decode.greedy_decode at generated token {t}: expected {want_rows[b]}, got "
-        f"{got_rows[b]} (max_len={max_len}, bos_id={_DEC_BOS}, eos_id={_DEC_EOS}, source {src[b].tolist()}). "
+        f"{got_rows[b]} (max_new_tokens={max_new_tokens}, bos_id={_DEC_BOS}, eos_id={_DEC_EOS}, source {src[b].tolist()}). "
         "Each step: logits = model.decode(memory, src_mask, ys, causal_mask(ys.size(1))), "
         "next_token = logits[:, -1].argmax(dim=-1)"
     )
@@ -245,13 +245,13 @@ def _diagnose_greedy(fn: Callable[..., torch.Tensor], model: nn.Module, src: tor
 
 @_exercise(
     "greedy_decode",
-    "encode once, start every row with bos_id, then up to max_len times: decode everything generated so far "
+    "encode once, start every row with bos_id, then up to max_new_tokens times: decode everything generated so far "
     "with a causal mask and append the argmax of the LAST position's logits; finished rows get eos_id",
 )
 def check_greedy_decode(fn: Callable[..., torch.Tensor]) -> str:
     """Check a greedy decoder (what ``decode.greedy_decode`` does; paper §6.1 decodes with a beam, greedy is beam 1).
 
-    Expected signature: ``fn(model, src, src_mask, max_len, bos_id, eos_id) -> LongTensor (B, 1 + L)``:
+    Expected signature: ``fn(model, src, src_mask, max_new_tokens, bos_id, eos_id) -> LongTensor (B, 1 + L)``:
 
     * the source is encoded once (re-encoding it every step gives the same answer, only slower);
     * every row starts with ``bos_id``; each step feeds *all* tokens so far to
@@ -259,16 +259,16 @@ def check_greedy_decode(fn: Callable[..., torch.Tensor]) -> str:
       argmax of the last position's logits;
     * a row that has produced ``eos_id`` is finished and receives ``eos_id``
       from then on; the loop stops when every row is finished, or after
-      ``max_len`` steps (so ``L <= max_len``; running all ``max_len`` steps is fine);
-    * the result equals ``decode.greedy_decode(model, src, src_mask, max_len,
+      ``max_new_tokens`` steps (so ``L <= max_new_tokens``; running all ``max_new_tokens`` steps is fine);
+    * the result equals ``decode.greedy_decode(model, src, src_mask, max_new_tokens,
       bos_id, eos_id)`` row by row up to each row's first ``eos_id`` (after it, only ``eos_id``).
 
     The model is a small Transformer half-trained to copy, with ids ``<pad>`` 0,
     ``<bos>`` 1, ``<eos>`` 2 (not the course vocabulary's), run on six padded
-    sources and on one source with a tight ``max_len``.
+    sources and on one source with a tight ``max_new_tokens``.
 
     Shape:
-        src ``(B, S)``, src_mask ``(B, 1, 1, S)`` bool -> ``(B, 1 + L)``, ``L <= max_len``.
+        src ``(B, S)``, src_mask ``(B, 1, 1, S)`` bool -> ``(B, 1 + L)``, ``L <= max_new_tokens``.
 
     Args:
         fn: the learner's function.
@@ -284,18 +284,18 @@ def check_greedy_decode(fn: Callable[..., torch.Tensor]) -> str:
             ends, the ``<bos>`` column missing, off-by-one lengths).
     """
     model = _decoding_model().eval()  # eval again: a learner's code may have switched it to train mode
-    for src, src_mask, max_len in _decoding_cases():
+    for src, src_mask, max_new_tokens in _decoding_cases():
         originals = {"src": src.clone(), "src_mask": src_mask.clone()}
         inputs = {"src": src.clone(), "src_mask": src_mask.clone()}
         spy = _DecodeSpy(model)
         try:
-            got = _call(fn, model, inputs["src"], inputs["src_mask"], max_len, _DEC_BOS, _DEC_EOS, hint=_GREEDY_HINT)
+            got = _call(fn, model, inputs["src"], inputs["src_mask"], max_new_tokens, _DEC_BOS, _DEC_EOS, hint=_GREEDY_HINT)
         finally:
             spy.close()
         _expect_unchanged(originals, inputs)
-        expected = greedy_decode(model, src, src_mask, max_len, _DEC_BOS, _DEC_EOS)  # (B, 1 + L)
-        _check_greedy_structure(got, src.size(0), max_len, _DEC_BOS, _DEC_EOS, expected)
+        expected = greedy_decode(model, src, src_mask, max_new_tokens, _DEC_BOS, _DEC_EOS)  # (B, 1 + L)
+        _check_greedy_structure(got, src.size(0), max_new_tokens, _DEC_BOS, _DEC_EOS, expected)
         got_rows, want_rows = _rows_until_eos(got.long(), _DEC_EOS), _rows_until_eos(expected, _DEC_EOS)
         if got_rows != want_rows:
-            _diagnose_greedy(fn, model, src, src_mask, max_len, got_rows, want_rows, spy.calls)
-    return "6 padded sources and a tight max_len against decode.greedy_decode, <eos> handling, deterministic"
+            _diagnose_greedy(fn, model, src, src_mask, max_new_tokens, got_rows, want_rows, spy.calls)
+    return "6 padded sources and a tight max_new_tokens against decode.greedy_decode, <eos> handling, deterministic"
