@@ -1,8 +1,8 @@
 """The learner-facing checks, fed the reference and a zoo of known-buggy answers.
 
-Each check must pass the package's reference (printing one line), reject every
+Each check must pass the package's reference (printing one line, returning None), reject every
 buggy answer below with the hint that names its bug, say "not implemented yet"
-(and return False) for a stub, and report shapes, types and learner exceptions.
+(and return None) for a stub, and report shapes, types and learner exceptions.
 The buggy answers are the mistakes learners (and some published tutorials) make.
 """
 
@@ -578,7 +578,7 @@ ALTERNATIVES = {
 @pytest.mark.parametrize("name", REFERENCES)
 def test_reference_passes_with_one_line(name, capsys):
     check, reference = REFERENCES[name]
-    assert check(reference) is True
+    assert check(reference) is None
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"✔ {name}: correct")
 
@@ -604,14 +604,14 @@ PACKAGE_REFERENCES = {
 @pytest.mark.parametrize("name", PACKAGE_REFERENCES)
 def test_package_reference_passes(name, capsys):
     check = getattr(checks, f"check_{name}")
-    assert check(PACKAGE_REFERENCES[name]) is True
+    assert check(PACKAGE_REFERENCES[name]) is None
     assert capsys.readouterr().out.startswith(f"✔ {name}: correct")
 
 
 @pytest.mark.parametrize("case", ALTERNATIVES)
 def test_other_correct_answers_pass(case, capsys):
     name, answer = ALTERNATIVES[case]
-    assert REFERENCES[name][0](answer) is True
+    assert REFERENCES[name][0](answer) is None
     assert capsys.readouterr().out.startswith(f"✔ {name}: correct")
 
 
@@ -628,18 +628,18 @@ def test_known_bug_is_named(case, capsys):
 
 
 @pytest.mark.parametrize("name", REFERENCES)
-def test_stub_returns_false_and_says_so(name, capsys):
+def test_stub_returns_none_and_says_so(name, capsys):
     check = REFERENCES[name][0]
-    assert check(stub) is False
+    assert check(stub) is None
     out = capsys.readouterr().out
     assert out.count("\n") == 1
     assert out.startswith(f"{name}: not implemented yet — ")
 
 
 @pytest.mark.parametrize("name", ["multi_head_attention", "layer_norm", "feed_forward", "encoder_layer", "decoder_layer"])
-def test_class_with_forward_stub_returns_false(name, capsys):
+def test_class_with_forward_stub_returns_none(name, capsys):
     check, reference = REFERENCES[name]
-    assert check(forward_stub(reference)) is False
+    assert check(forward_stub(reference)) is None
     assert "not implemented yet" in capsys.readouterr().out
 
 

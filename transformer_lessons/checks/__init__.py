@@ -2,13 +2,18 @@
 
 Every ``check_*`` takes the learner's function or class and
 
-* prints one line and returns ``True`` when the answer is right;
+* prints one line when the answer is right, and returns ``None`` (so a cell
+  ending in the check echoes nothing after that line);
 * raises :class:`ExerciseError` (an ``AssertionError``) when it is wrong. The
   check computes what each common mistake would produce and, when the answer
-  matches one of them, says which ("did you forget to divide by sqrt(d_k)?");
-* prints "not implemented yet" and returns ``False`` while the answer is still a
+  matches one of them, says which ("did you forget to divide by sqrt(d_k)?").
+  In Jupyter the error shows as that diagnosis alone, a few red lines, without
+  the check's own traceback; ``str(error)`` is the same plain message;
+* prints "not implemented yet" and returns ``None`` while the answer is still a
   stub raising ``NotImplementedError``, so a notebook with open exercises still
-  runs top to bottom.
+  runs top to bottom. Only the learner's own ``raise NotImplementedError`` counts:
+  one that PyTorch raises inside their code is reported as a bug, with the line;
+* prints "still checking ..." every few seconds while a slow answer runs.
 
 Answers are compared with independent references (PyTorch's own
 ``F.scaled_dot_product_attention``, ``nn.LayerNorm``, ``nn.MultiheadAttention``
@@ -23,6 +28,8 @@ One module per concept, in the order the notebooks meet them:
 ================================  ====================================================
 ``_frame``                        what every check shares: :class:`ExerciseError`,
                                   the ``_exercise`` decorator, calling and comparing
+``_feedback``                     what the learner sees: the red box, their stub
+                                  told from PyTorch's errors, "still checking"
 ``attention``                     scaled dot-product and multi-head attention
 ``masks``                         causal, padding and target masks; converting conventions
 ``positional``                    the sinusoidal positional encoding

@@ -6,6 +6,8 @@ the learner's code through :func:`_call`, validates what came back with
 answer is wrong, tries each known bug's simulation and names the first one the
 answer equals. The decorator seeds, turns gradients off, prints the one-line
 verdict, and turns a stub's ``NotImplementedError`` into "not implemented yet".
+What the learner sees of all this (the red box, "still checking ...") lives in
+:mod:`._feedback`.
 """
 
 from __future__ import annotations
@@ -17,12 +19,16 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import nn
 
+from transformer_lessons.checks import _feedback
+
 
 class ExerciseError(AssertionError):
     """The learner's answer is wrong; the message names the likely bug and what to do.
 
     Every failing check raises this one class, so a notebook that prints
-    ``type(error).__name__`` shows ``ExerciseError``.
+    ``type(error).__name__`` shows ``ExerciseError``. ``str(error)`` is the plain
+    message. In IPython and Jupyter the error draws itself as that message alone,
+    in red (:meth:`_render_traceback_`), without the check's own frames.
 
     Attributes:
         known_bug: True when the message names a mistake the check recognised
@@ -31,6 +37,10 @@ class ExerciseError(AssertionError):
     """
 
     known_bug: bool = False
+
+    def _render_traceback_(self) -> list[str]:
+        """IPython's hook: the lines to show instead of the traceback (the diagnosis, wrapped, in red)."""
+        return _feedback.render(str(self))
 
 
 def _known_bug(hint: str) -> ExerciseError:
@@ -55,51 +65,111 @@ _RTOL = 1e-4
 _NEG = -1e9
 # What a check says when an answer is None: the function has no `return`.
 _NO_RETURN = "your function returned None: did you forget a `return`?"
+# Where NaN comes from: in general, and where a softmax over masked scores is involved.
+_NAN_HINT = ("Look for a division by zero (or by a tiny number), a sqrt or log of a negative number or of zero, "
+             "or values so large they overflow")
+_MASK_NAN_HINT = ("A softmax over a row whose scores are all -inf gives NaN: is a mask inverted (True must mean "
+                  "'may attend'), or an operation dividing by zero?")
+# The checks build modules with this much dropout, then require eval mode to switch it off.
+_DROPOUT = 0.5
+_DROPOUT_IN_EVAL = (
+    "in eval mode (module.eval()) two calls with the same input gave different outputs: dropout is still on. "
+    "F.dropout(x, p) defaults to training=True, and an nn.Dropout created inside forward is always in training "
+    "mode: create self.dropout = nn.Dropout(dropout) in __init__ and apply it in forward (it switches off in "
+    "eval mode), or pass training=self.training"
+)
 
 
-def _exercise(name: str, todo: str) -> Callable[[Callable[[Any], str]], Callable[[Any], bool]]:
+def _exercise(
+    name: str, todo: str, *, takes: str = "function", prepare: Callable[[], Any] | None = None
+) -> Callable[[Callable[[Any], str]], Callable[[Any], None]]:
     """Wrap a check body: seeding, no_grad, the success line and the not-implemented line.
 
     The body returns a short description of what it checked, raises ExerciseError on a
-    wrong answer, and calls learner code through :func:`_call`.
+    wrong answer, and calls learner code through :func:`_call`. The check returns None
+    either way, so a notebook cell ending in ``check_x(x)`` echoes nothing after its line.
+
+    Args:
+        name: the exercise's name, the first word of every line the check prints or raises.
+        todo: what the exercise asks for, shown while the answer is still a stub.
+        takes: "function" or "class": what the learner passes (an instance or a
+            function's result instead is reported as such).
+        prepare: work of the check's own (building a model) to do before the
+            "still checking" clock starts.
     """
 
-    def decorate(body: Callable[[Any], str]) -> Callable[[Any], bool]:
+    def decorate(body: Callable[[Any], str]) -> Callable[[Any], None]:
         @functools.wraps(body)
-        def check(answer: Any) -> bool:
+        def check(answer: Any) -> None:
             try:
+                _expect_answer(answer, name, takes)
+                if prepare is not None:
+                    prepare()
                 # fork_rng: seeding here must not change the random numbers the learner draws next.
-                with torch.random.fork_rng(devices=[]), torch.no_grad():
+                with _feedback.still_checking(name), torch.random.fork_rng(devices=[]), torch.no_grad():
                     torch.manual_seed(0)
                     checked = body(answer)
             except _NotImplementedYet:
                 print(f"{name}: not implemented yet — {todo}")
-                return False
+                return None
             except ExerciseError as error:
                 # Prefix the exercise's name; a bare `raise` keeps the traceback and the cause.
                 error.args = (f"{name}: {error.args[0] if error.args else 'wrong answer'}",)
                 raise
             print(f"✔ {name}: correct (checked {checked})")
-            return True
+            return None
 
         # help() and notebooks show the body's docstring with the check's own return type.
-        check.__signature__ = inspect.signature(body).replace(return_annotation="bool")  # type: ignore[attr-defined]
+        check.__signature__ = inspect.signature(body).replace(return_annotation="None")  # type: ignore[attr-defined]
         return check
 
     return decorate
 
 
+def _expect_answer(answer: Any, name: str, takes: str) -> None:
+    """The learner passed their function or class itself, not an instance or a result."""
+    if takes == "class" and isinstance(answer, nn.Module):
+        cls = type(answer).__name__
+        raise _known_bug(f"pass the class, not an instance: check_{name}({cls}), not check_{name}({cls}(...)); "
+                         "the check builds its own instances with the sizes it needs")
+    if not callable(answer):
+        thing = "class" if takes == "class" else "function"
+        raise _known_bug(f"pass your {thing} itself, not what it returns: check_{name}(your_{thing}), without "
+                         f"parentheses after its name (got a {type(answer).__name__})")
+
+
+_TORCH_NOT_IMPLEMENTED = (
+    "this NotImplementedError comes from PyTorch, not from your stub: an operation that does not support these "
+    "inputs' dtypes (e.g. & between a float and a bool tensor: keep masks bool)"
+)
+
+
 def _call(fn: Callable[..., Any], *args: Any, hint: str = "") -> Any:
-    """Call learner code; a stub becomes _NotImplementedYet, any other error an ExerciseError."""
+    """Call learner code; their stub becomes _NotImplementedYet, any other error an ExerciseError.
+
+    Only a ``raise NotImplementedError`` in the learner's own code is a stub; one that
+    PyTorch raises inside it (an op a dtype lacks) is a bug, reported with the line.
+    """
     try:
         return fn(*args)
     except NotImplementedError as error:
-        raise _NotImplementedYet from error
+        if _feedback.is_stub(error):
+            raise _NotImplementedYet from error
+        if _feedback.is_missing_forward(error):
+            raise ExerciseError("your class has no `forward` method: define forward(self, ...) inside the class "
+                                "(check its spelling and its indentation)") from error
+        raise ExerciseError(_raised(error, _TORCH_NOT_IMPLEMENTED)) from error
     except ExerciseError:
         raise
     except Exception as error:  # noqa: BLE001 - any learner error is reported, chained
-        message = f"your code raised {type(error).__name__}: {error}"
-        raise ExerciseError(f"{message}\n  hint: {hint}" if hint else message) from error
+        raise ExerciseError(_raised(error, hint)) from error
+
+
+def _raised(error: BaseException, hint: str) -> str:
+    """The message for an error in learner code: what it raised, on which line of theirs, and the hint."""
+    message = f"your code raised {type(error).__name__}: {error}"
+    where = _feedback.where_in_learner_code(error)
+    return message + (f"\n{where}" if where else "") + (f"\n  hint: {hint}" if hint else "")
 
 
 def _shape(t: torch.Tensor | Sequence[int]) -> tuple[int, ...]:
@@ -113,10 +183,13 @@ def _expect_tensor(
     dtype: torch.dtype | None = None,
     shape_hint: str = "",
     finite: bool = True,
+    nan_hint: str = "",
 ) -> torch.Tensor:
     """Raise ExerciseError unless value is a tensor of the given shape and dtype (and, if finite, without NaN/inf).
 
     ``dtype`` is the dtype of the learner's float inputs: an output should keep it.
+    ``nan_hint`` says where NaN comes from in this exercise (:data:`_MASK_NAN_HINT`
+    where a softmax and masks are involved); the default names the usual culprits.
     """
     if value is None:
         raise ExerciseError(f"{what} is None: did you forget a `return`?")
@@ -134,9 +207,11 @@ def _expect_tensor(
                         "through numpy (whose default float is float64)?")
         raise ExerciseError(message)
     if finite and value.is_floating_point() and not torch.isfinite(value).all():
+        bad = ~torch.isfinite(value)
+        first = tuple(int(i) for i in bad.nonzero()[0])
         raise ExerciseError(
-            f"{what} contains NaN or inf. A softmax over a row whose scores are all -inf gives NaN: "
-            "is a mask inverted (True must mean 'may attend'), or an operation dividing by zero?"
+            f"{what} contains NaN or inf ({int(bad.sum())} of {value.numel()} values, the first at index {first}). "
+            + (nan_hint or _NAN_HINT)
         )
     return value
 
@@ -191,10 +266,57 @@ def _module(cls: Callable[..., Any], args: tuple, signature: str) -> nn.Module:
     module = _call(cls, *args, hint=f"the constructor should accept {signature}")
     if not isinstance(module, nn.Module):
         raise ExerciseError(f"{signature} should build an nn.Module (subclass nn.Module), got {type(module).__name__}")
-    return module.eval()  # dropout off: the answer must be deterministic to compare
+    return module.eval()  # built with dropout on (_DROPOUT): eval mode must switch it off, so answers compare
 
 
-def _linear(module: nn.Module, name: str, d_in: int, d_out: int, owner: str) -> nn.Linear:
+def _call_eval(module: nn.Module, *args: Any, hint: str = "") -> Any:
+    """Call the learner's module (in eval mode) twice on the same inputs: the answer must not change.
+
+    A module whose dropout stays on in eval mode gives a different answer each call:
+    that is named here, before the comparison with the reference would only say "differs".
+    """
+    copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]  # in case the first call edits them
+    first = _call(module, *args, hint=hint)
+    if isinstance(first, torch.Tensor) and first.is_floating_point():
+        second = _call(module, *copies, hint=hint)
+        if (isinstance(second, torch.Tensor) and second.shape == first.shape
+                and not torch.equal(first.nan_to_num(), second.nan_to_num())):
+            raise _known_bug(_DROPOUT_IN_EVAL)
+    return first
+
+
+def _expect_dropout(module: nn.Module, zero: Callable[[], nn.Module], args: tuple, eval_out: torch.Tensor,
+                    where: str) -> None:
+    """In training mode, dropout (built with _DROPOUT) changes the output; built with dropout=0.0 it does not.
+
+    Args:
+        module: the learner's module, built with dropout=_DROPOUT, in eval mode (left so).
+        zero: builds the learner's module with dropout=0.0.
+        args: the inputs that gave ``eval_out`` in eval mode.
+        where: where the paper (or the package) applies this module's dropout, for the hint.
+    """
+    module.train()
+    try:
+        out = _call(module, *args)
+    finally:
+        module.eval()
+    if isinstance(out, torch.Tensor) and out.shape == eval_out.shape and torch.allclose(out, eval_out):
+        raise _known_bug(
+            f"built with dropout={_DROPOUT}, your module gives the same output in training mode as in eval mode: "
+            f"the dropout argument is not used. Store self.dropout = nn.Dropout(dropout) and apply it {where}"
+        )
+    unused = zero().train()
+    copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    first, second = _call(unused, *args), _call(unused, *copies)
+    if isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor) and not torch.equal(first, second):
+        raise _known_bug(
+            "built with dropout=0.0, your module still drops in training mode: is the rate hard-coded "
+            "(nn.Dropout(0.1))? Use the dropout argument: self.dropout = nn.Dropout(dropout)"
+        )
+
+
+def _linear(module: nn.Module, name: str, d_in: int, d_out: int, owner: str, bias: bool = False) -> nn.Linear:
+    """The learner's ``module.<name>``, which must be nn.Linear(d_in, d_out) (with a bias, if ``bias``)."""
     layer = getattr(module, name, None)
     if not isinstance(layer, nn.Linear):
         raise ExerciseError(
@@ -204,6 +326,11 @@ def _linear(module: nn.Module, name: str, d_in: int, d_out: int, owner: str) -> 
     if (layer.in_features, layer.out_features) != (d_in, d_out):
         raise ExerciseError(
             f"`{name}` should be nn.Linear({d_in}, {d_out}), got nn.Linear({layer.in_features}, {layer.out_features})"
+        )
+    if bias and layer.bias is None:
+        raise _known_bug(
+            f"`{name}` has no bias: the paper's FFN(x) = max(0, xW1 + b1)W2 + b2 has the biases b1 and b2. "
+            f"nn.Linear({d_in}, {d_out}) has one by default: drop bias=False"
         )
     return layer
 

@@ -17,12 +17,16 @@ import torch.nn.functional as F
 from torch import nn
 
 from transformer_lessons.checks._frame import (
+    _DROPOUT,
+    _MASK_NAN_HINT,
     _NEG,
     Bug,
     ExerciseError,
     _call,
+    _call_eval,
     _diagnose,
     _exercise,
+    _expect_dropout,
     _expect_tensor,
     _expect_unchanged,
     _linear,
@@ -139,8 +143,10 @@ def _unpack_attention(
             f"weights have shape {_shape(weights)} = (..., S, T) but should be {w_shape} = (..., T, S), one row per "
             "query: scores = query @ key.transpose(-2, -1)"
         )
-    output = _expect_tensor(result[0], "output", out_shape, dtype, shape_hint="output = weights @ value, (..., T, S) @ (..., S, d_v)")
-    weights = _expect_tensor(weights, "weights", w_shape, dtype, shape_hint="weights = softmax(scores), one row per query: (..., T, S)")
+    output = _expect_tensor(result[0], "output", out_shape, dtype, nan_hint=_MASK_NAN_HINT,
+                            shape_hint="output = weights @ value, (..., T, S) @ (..., S, d_v)")
+    weights = _expect_tensor(weights, "weights", w_shape, dtype, nan_hint=_MASK_NAN_HINT,
+                             shape_hint="weights = softmax(scores), one row per query: (..., T, S)")
     return output, weights
 
 
@@ -194,7 +200,8 @@ def check_scaled_dot_product_attention(fn: Callable[..., tuple[torch.Tensor, tor
         fn: the learner's function.
 
     Returns:
-        True if correct (one line printed), False if ``fn`` still raises NotImplementedError.
+        None. Prints one line when the answer is right, and "not implemented
+        yet" while ``fn`` still raises NotImplementedError.
 
     Raises:
         ExerciseError: naming the likely bug (missing √d_k, softmax axis, mask
@@ -322,6 +329,7 @@ def _mha_bugs(m: nn.Module, H: int, q, k, v, mask) -> list[Bug]:
 @_exercise(
     "multi_head_attention",
     "project with w_q, w_k, w_v, split into heads (B, H, L, d_head), attend, merge the heads and apply w_o",
+    takes="class",
 )
 def check_multi_head_attention(cls: Callable[..., nn.Module]) -> str:
     """Check a multi-head attention module (paper §3.2.2).
@@ -329,7 +337,9 @@ def check_multi_head_attention(cls: Callable[..., nn.Module]) -> str:
     Expected signature: ``cls(d_model, n_heads, dropout=0.0)``, an ``nn.Module``
     owning four ``nn.Linear(d_model, d_model)`` named ``w_q, w_k, w_v, w_o``, with
     ``forward(query, key, value, mask=None) -> output``. The check copies those
-    weights into ``nn.MultiheadAttention`` and compares.
+    weights into ``nn.MultiheadAttention`` and compares. It builds the module with
+    dropout on and compares in eval mode, where dropout must be off; in training
+    mode the dropout must change the output.
 
     Shape:
         query ``(B, T, D)``, key and value ``(B, S, D)``, mask bool broadcastable
@@ -339,14 +349,15 @@ def check_multi_head_attention(cls: Callable[..., nn.Module]) -> str:
         cls: the learner's class.
 
     Returns:
-        True if correct (one line printed), False if it still raises NotImplementedError.
+        None. Prints one line when the answer is right, and "not implemented
+        yet" while it still raises NotImplementedError.
 
     Raises:
         ExerciseError: naming the likely bug (scaling, head split or merge, missing
             w_o, mask ignored or inverted, key/value mixed up).
     """
     D, H = 12, 3  # d_head = 4: sqrt(d_head) = 2, sqrt(d_model) = 3.46, d_head = 4 all differ
-    m = _module(cls, (D, H, 0.0), "cls(d_model, n_heads, dropout=0.0)")
+    m = _module(cls, (D, H, _DROPOUT), "cls(d_model, n_heads, dropout)")
     for name in ("w_q", "w_k", "w_v", "w_o"):
         _linear(m, name, D, D, "your MultiHeadAttention")
     B, T, S = 2, 4, 6
@@ -363,10 +374,15 @@ def check_multi_head_attention(cls: Callable[..., nn.Module]) -> str:
     for case, (q, k, v, mask) in cases:
         inputs = {"query": q, "key": k, "value": v}
         originals = {name: t.clone() for name, t in inputs.items()}
-        out = _call(m, q, k, v) if mask is None else _call(m, q, k, v, mask)
+        args = (q, k, v) if mask is None else (q, k, v, mask)
+        out = _call_eval(m, *args)
         _expect_unchanged(originals, inputs)
-        out = _expect_tensor(out, "the output", (B, T, D), q.dtype, shape_hint="one d_model vector per query: (B, T, d_model)")
+        out = _expect_tensor(out, "the output", (B, T, D), q.dtype, nan_hint=_MASK_NAN_HINT,
+                             shape_hint="one d_model vector per query: (B, T, d_model)")
         _diagnose(out, _torch_mha(m, H, q, k, v, mask), _mha_bugs(m, H, q, k, v, mask), f"the output ({case})",
                   "compare with nn.MultiheadAttention holding your weights")
-    return "shapes, values against nn.MultiheadAttention with your weights, padding and causal masks, inputs unchanged"
+    _expect_dropout(m, lambda: _module(cls, (D, H, 0.0), "cls(d_model, n_heads, dropout)"), args, out,
+                    "to the attention weights, after the softmax")
+    return ("shapes, values against nn.MultiheadAttention with your weights, padding and causal masks, inputs "
+            "unchanged, dropout on in training only")
 

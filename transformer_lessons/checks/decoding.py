@@ -247,6 +247,7 @@ def _diagnose_greedy(fn: Callable[..., torch.Tensor], model: nn.Module, src: tor
     "greedy_decode",
     "encode once, start every row with bos_id, then up to max_new_tokens times: decode everything generated so far "
     "with a causal mask and append the argmax of the LAST position's logits; finished rows get eos_id",
+    prepare=_decoding_model,  # trained once, before the "still checking" clock starts
 )
 def check_greedy_decode(fn: Callable[..., torch.Tensor]) -> str:
     """Check a greedy decoder (what ``decode.greedy_decode`` does; paper §6.1 decodes with a beam, greedy is beam 1).
@@ -274,7 +275,8 @@ def check_greedy_decode(fn: Callable[..., torch.Tensor]) -> str:
         fn: the learner's function.
 
     Returns:
-        True if correct (one line printed), False if it still raises NotImplementedError.
+        None. Prints one line when the answer is right, and "not implemented
+        yet" while it still raises NotImplementedError.
 
     Raises:
         ExerciseError: naming the likely bug (generated tokens not fed back, only

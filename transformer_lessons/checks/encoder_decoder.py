@@ -17,12 +17,16 @@ from torch import nn
 
 from transformer_lessons.checks._frame import (
     _ATOL,
+    _DROPOUT,
+    _MASK_NAN_HINT,
     _RTOL,
     Bug,
     ExerciseError,
     _call,
+    _call_eval,
     _diagnose,
     _exercise,
+    _expect_dropout,
     _expect_tensor,
     _expect_unchanged,
     _module,
@@ -126,9 +130,13 @@ def _encoder_layer_bugs(ref: EncoderLayer, x: torch.Tensor, mask: torch.Tensor |
     return bugs
 
 
+_SUBLAYER_DROPOUT = "to each sublayer's output before the residual addition: norm(x + dropout(sublayer(x)))"
+
+
 @_exercise(
     "encoder_layer",
     "self-attention then feed-forward, each inside a residual connection followed by its LayerNorm",
+    takes="class",
 )
 def check_encoder_layer(cls: Callable[..., nn.Module]) -> str:
     """Check an encoder layer: self-attention then feed-forward, each with residual and post-norm (paper §3.1).
@@ -144,7 +152,8 @@ def check_encoder_layer(cls: Callable[..., nn.Module]) -> str:
     The norms may instead live in ``sublayers[0].norm`` and ``sublayers[1].norm``
     (the package's ``SublayerConnection`` layout). The check copies the learner's
     submodules into the package's ``EncoderLayer`` (with non-trivial LayerNorm
-    weights) and compares.
+    weights) and compares. It builds the layer with dropout on and compares in eval
+    mode, where dropout must be off; in training mode the dropout must change the output.
 
     Shape:
         x ``(B, S, D)``, src_mask bool broadcastable to ``(B, 1, S, S)`` -> ``(B, S, D)``.
@@ -153,14 +162,15 @@ def check_encoder_layer(cls: Callable[..., nn.Module]) -> str:
         cls: the learner's class.
 
     Returns:
-        True if correct (one line printed), False if it still raises NotImplementedError.
+        None. Prints one line when the answer is right, and "not implemented
+        yet" while it still raises NotImplementedError.
 
     Raises:
         ExerciseError: naming the likely bug (pre-norm, missing residual, mask not
             passed, norms swapped or shared, sublayers in the wrong order).
     """
     D, H, d_ff, B, S = 8, 2, 16, 2, 5
-    m = _module(cls, (D, H, d_ff, 0.0), "cls(d_model, n_heads, d_ff, dropout=0.0)")
+    m = _module(cls, (D, H, d_ff, _DROPOUT), "cls(d_model, n_heads, d_ff, dropout)")
     ref = EncoderLayer(D, H, d_ff, dropout=0.0).eval()
     _copy_layer(m, "self_attn", "a MultiHeadAttention(d_model, n_heads, dropout)", ref.self_attn)
     _copy_layer(m, "feed_forward", "a PositionwiseFeedForward(d_model, d_ff, dropout)", ref.feed_forward)
@@ -168,18 +178,40 @@ def check_encoder_layer(cls: Callable[..., nn.Module]) -> str:
     x = 2 * torch.randn(B, S, D) + 1
     for mask in (None, _pad_mask([S, S - 2], S)):
         original = x.clone()
-        out = _call(m, x) if mask is None else _call(m, x, mask)
+        args = (x,) if mask is None else (x, mask)
+        out = _call_eval(m, *args)
         _expect_unchanged({"x": original}, {"x": x})
-        out = _expect_tensor(out, "the output", x.shape, x.dtype, shape_hint="an encoder layer keeps the shape (B, S, d_model)")
+        out = _expect_tensor(out, "the output", x.shape, x.dtype, nan_hint=_MASK_NAN_HINT,
+                             shape_hint="an encoder layer keeps the shape (B, S, d_model)")
         what = "the output" + (" with a padding mask" if mask is not None else "")
         _diagnose(out, ref(x, mask), _encoder_layer_bugs(ref, x, mask), what)
-    return "values against the package's EncoderLayer holding your weights, with and without a padding mask"
+    _expect_dropout(m, lambda: _module(cls, (D, H, d_ff, 0.0), "cls(d_model, n_heads, d_ff, dropout)"), args, out,
+                    _SUBLAYER_DROPOUT)
+    return ("values against the package's EncoderLayer holding your weights, with and without a padding mask, "
+            "dropout on in training only")
 
 
 _CAUSAL_HINT = (
     "the future leaks: changing a later target position changed the outputs at earlier positions. "
     "Pass tgt_mask to the self-attention: self_attn(x, x, x, tgt_mask)"
 )
+
+
+# Every other way to feed cross_attn(query, key, value) from x (the decoder) and memory (the encoder).
+_CROSS_WIRINGS = [w for w in itertools.product(("y", "memory"), repeat=3) if w != ("y", "memory", "memory")]
+
+
+def _cross_wiring_hint(wiring: Sequence[str]) -> str:
+    """Name which of cross_attn's arguments came from the wrong side, e.g. "memory as queries and x as keys"."""
+    names = [("x" if source == "y" else "memory") for source in wiring]
+    wrong = {}
+    for role, source, right in zip(("queries", "keys", "values"), names, ("x", "memory", "memory")):
+        if source != right:
+            wrong.setdefault(source, []).append(role)
+    used = " and ".join(f"{source} as {' and '.join(roles)}" for source, roles in wrong.items())
+    return (f"cross-attention is mis-wired: you called cross_attn({', '.join(names)}, ...), using {used}. The "
+            "queries come from the decoder (x) and the keys and values from the encoder's output (memory): "
+            "cross_attn(x, memory, memory, src_mask)")
 
 
 def _decoder_layer_bugs(ref: DecoderLayer, x: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor,
@@ -191,11 +223,10 @@ def _decoder_layer_bugs(ref: DecoderLayer, x: torch.Tensor, memory: torch.Tensor
     def sa(mk):
         return lambda y: ref.self_attn(y, y, y, mk)
 
-    def ca(mk, source="memory", query="y"):
+    def ca(mk, wiring=("y", "memory", "memory")):
         def attend(y):
-            kv = memory if source == "memory" else y
-            q = {"y": y, "x": x, "memory": memory}[query]
-            return ref.cross_attn(q, kv, kv, mk)
+            q, k, v = ({"y": y, "x": x, "memory": memory}[name] for name in wiring)
+            return ref.cross_attn(q, k, v, mk)
 
         return attend
 
@@ -210,12 +241,9 @@ def _decoder_layer_bugs(ref: DecoderLayer, x: torch.Tensor, memory: torch.Tensor
         (_CAUSAL_HINT, bug(layer(s=sa(None)))),
         ("src_mask and tgt_mask are swapped: self-attention takes tgt_mask (causal + padding), "
          "cross-attention takes src_mask (source padding)", bug(layer(s=sa(src_mask), c=ca(tgt_mask)))),
-        ("cross-attention must attend over the encoder's output: cross_attn(x, memory, memory, src_mask); "
-         "you used x as keys and values", bug(layer(c=ca(src_mask, source="x")))),
-        ("in cross-attention the QUERIES come from the decoder (x) and keys and values from memory: "
-         "cross_attn(x, memory, memory, src_mask)", bug(layer(c=ca(src_mask, query="memory")))),
+        *((_cross_wiring_hint(wiring), bug(layer(c=ca(src_mask, wiring)))) for wiring in _CROSS_WIRINGS),
         ("cross-attention should take the output of the self-attention sublayer as its query, not the "
-         "layer's input", bug(layer(c=ca(src_mask, query="x")))),
+         "layer's input", bug(layer(c=ca(src_mask, ("x", "memory", "memory"))))),
         ("src_mask is not passed to cross-attention: cross_attn(x, memory, memory, src_mask), so no query "
          "attends to source padding", bug(layer(c=ca(None)))),
         ("that is pre-norm, x + sublayer(norm(x)); this exercise follows the paper's post-norm: "
@@ -239,6 +267,7 @@ def _decoder_layer_bugs(ref: DecoderLayer, x: torch.Tensor, memory: torch.Tensor
 @_exercise(
     "decoder_layer",
     "masked self-attention, cross-attention over memory, feed-forward, each with a residual and a LayerNorm",
+    takes="class",
 )
 def check_decoder_layer(cls: Callable[..., nn.Module]) -> str:
     """Check a decoder layer: masked self-attention, cross-attention, feed-forward (paper §3.1).
@@ -256,7 +285,8 @@ def check_decoder_layer(cls: Callable[..., nn.Module]) -> str:
     The norms may instead live in ``sublayers[i].norm`` (the package's
     ``SublayerConnection`` layout). The check copies the learner's submodules into
     the package's ``DecoderLayer`` and compares, and checks that no position sees
-    later ones.
+    later ones. As for the encoder layer, dropout is on when the layer is built and
+    must be off in eval mode.
 
     Shape:
         x ``(B, T, D)``, memory ``(B, S, D)``, src_mask broadcastable to
@@ -266,14 +296,15 @@ def check_decoder_layer(cls: Callable[..., nn.Module]) -> str:
         cls: the learner's class.
 
     Returns:
-        True if correct (one line printed), False if it still raises NotImplementedError.
+        None. Prints one line when the answer is right, and "not implemented
+        yet" while it still raises NotImplementedError.
 
     Raises:
         ExerciseError: naming the likely bug (no causal mask, masks swapped,
             cross-attention over x instead of memory, pre-norm, missing residual, ...).
     """
     D, H, d_ff, B, T = 8, 2, 16, 2, 5
-    m = _module(cls, (D, H, d_ff, 0.0), "cls(d_model, n_heads, d_ff, dropout=0.0)")
+    m = _module(cls, (D, H, d_ff, _DROPOUT), "cls(d_model, n_heads, d_ff, dropout)")
     ref = DecoderLayer(D, H, d_ff, dropout=0.0).eval()
     _copy_layer(m, "self_attn", "a MultiHeadAttention(d_model, n_heads, dropout)", ref.self_attn)
     _copy_layer(m, "cross_attn", "a MultiHeadAttention(d_model, n_heads, dropout)", ref.cross_attn)
@@ -288,9 +319,10 @@ def check_decoder_layer(cls: Callable[..., nn.Module]) -> str:
         src_mask = _pad_mask([S - 1, S], S)  # (B, 1, 1, S)
         inputs = {"x": x, "memory": memory, "src_mask": src_mask, "tgt_mask": tgt_mask}
         originals = {name: t.clone() for name, t in inputs.items()}
-        out = _call(m, x, memory, src_mask, tgt_mask)
+        out = _call_eval(m, x, memory, src_mask, tgt_mask)
         _expect_unchanged(originals, inputs)
-        out = _expect_tensor(out, "the output", x.shape, x.dtype, shape_hint="one vector per TARGET position: (B, T, d_model)")
+        out = _expect_tensor(out, "the output", x.shape, x.dtype, nan_hint=_MASK_NAN_HINT,
+                             shape_hint="one vector per TARGET position: (B, T, d_model)")
         bugs = _decoder_layer_bugs(ref, x, memory, src_mask, tgt_mask)
         try:
             _diagnose(out, ref(x, memory, src_mask, tgt_mask), bugs, f"the output (memory length {S})")
@@ -300,8 +332,10 @@ def check_decoder_layer(cls: Callable[..., nn.Module]) -> str:
             raise
         if S == T and _leaks_future(m, x, memory, src_mask, tgt_mask, out):
             raise ExerciseError(_CAUSAL_HINT)
+    _expect_dropout(m, lambda: _module(cls, (D, H, d_ff, 0.0), "cls(d_model, n_heads, d_ff, dropout)"),
+                    (x, memory, src_mask, tgt_mask), out, _SUBLAYER_DROPOUT)
     return ("values against the package's DecoderLayer holding your weights, masks, memory longer than the "
-            "target, no peeking at later positions")
+            "target, no peeking at later positions, dropout on in training only")
 
 
 def _leaks_future(m, x, memory, src_mask, tgt_mask, out) -> bool:

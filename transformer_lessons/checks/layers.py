@@ -13,11 +13,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from transformer_lessons.checks._frame import (
+    _DROPOUT,
     Bug,
     ExerciseError,
     _call,
+    _call_eval,
     _diagnose,
     _exercise,
+    _expect_dropout,
     _expect_tensor,
     _expect_unchanged,
     _linear,
@@ -71,9 +74,14 @@ def _layer_norm_bugs(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
     return bugs
 
 
+_LAYER_NORM_NAN = ("Is eps added INSIDE the square root, torch.sqrt(var + eps)? Without it a vector whose "
+                   "entries are all equal divides 0 by 0")
+
+
 @_exercise(
     "layer_norm",
     "create the parameters weight and bias, and normalise each vector over its last axis",
+    takes="class",
 )
 def check_layer_norm(cls: Callable[..., nn.Module]) -> str:
     """Check a layer normalisation module (Ba et al. 2016; paper §3.1 uses it after every sublayer).
@@ -90,7 +98,8 @@ def check_layer_norm(cls: Callable[..., nn.Module]) -> str:
         cls: the learner's class.
 
     Returns:
-        True if correct (one line printed), False if it still raises NotImplementedError.
+        None. Prints one line when the answer is right, and "not implemented
+        yet" while it still raises NotImplementedError.
 
     Raises:
         ExerciseError: naming the likely bug (unbiased variance, eps outside the
@@ -120,7 +129,7 @@ def check_layer_norm(cls: Callable[..., nn.Module]) -> str:
     for eps in (1e-5, 1e-2):
         layer = m if eps == 1e-5 else _make_layer_norm(cls, D, eps, weight, bias)
         original = x.clone()
-        out = _expect_tensor(_call(layer, x), "the output", x.shape, x.dtype)
+        out = _expect_tensor(_call(layer, x), "the output", x.shape, x.dtype, nan_hint=_LAYER_NORM_NAN)
         _expect_unchanged({"x": original}, {"x": x})
         reference = nn.LayerNorm(D, eps=eps)
         reference.weight.copy_(weight)
@@ -137,22 +146,30 @@ def _make_layer_norm(cls, D, eps, weight, bias) -> nn.Module:
     return m
 
 
-def _ffn(m, x, relu_at=("hidden",), activation=F.relu, residual=False):
+def _ffn(m, x, relu_at=("hidden",), activation=F.relu, residual=False, biases=(True, True)):
     """w_2(relu(w_1(x))) from the learner's layers, with knobs that reproduce the common bugs."""
-    h = F.linear(activation(x) if "input" in relu_at else x, m.w_1.weight, m.w_1.bias)  # (B, L, d_ff)
+    b_1, b_2 = (m.w_1.bias if biases[0] else None), (m.w_2.bias if biases[1] else None)
+    h = F.linear(activation(x) if "input" in relu_at else x, m.w_1.weight, b_1)  # (B, L, d_ff)
     h = activation(h) if "hidden" in relu_at else h
-    y = F.linear(h, m.w_2.weight, m.w_2.bias)  # (B, L, D)
+    y = F.linear(h, m.w_2.weight, b_2)  # (B, L, D)
     y = activation(y) if "output" in relu_at else y
     return x + y if residual else y
 
 
-@_exercise("feed_forward", "Linear w_1 (d_model -> d_ff), ReLU, Linear w_2 (d_ff -> d_model)")
+_FFN_NO_BIAS = ("the biases are missing: FFN(x) = max(0, xW1 + b1)W2 + b2 (paper Eq. 2). Call the layers, "
+                "self.w_2(relu(self.w_1(x))), or pass their biases: F.linear(x, w.weight, w.bias)")
+
+
+@_exercise("feed_forward", "Linear w_1 (d_model -> d_ff), ReLU, Linear w_2 (d_ff -> d_model)", takes="class")
 def check_feed_forward(cls: Callable[..., nn.Module]) -> str:
     """Check the position-wise feed-forward network (paper §3.3, Eq. 2).
 
     Expected signature: ``cls(d_model, d_ff, dropout=0.0)``, an ``nn.Module`` with
     ``w_1 = nn.Linear(d_model, d_ff)`` and ``w_2 = nn.Linear(d_ff, d_model)``,
-    computing ``FFN(x) = w_2(ReLU(w_1(x)))`` (dropout, if any, on the hidden layer).
+    computing ``FFN(x) = w_2(ReLU(w_1(x))) = max(0, xW1 + b1)W2 + b2``, with both
+    biases, and dropout on the hidden layer. The check builds the module with dropout
+    on and compares in eval mode, where dropout must be off; in training mode the
+    dropout must change the output.
 
     Shape:
         ``(B, L, D)`` -> ``(B, L, D)`` through ``(B, L, d_ff)``.
@@ -161,19 +178,22 @@ def check_feed_forward(cls: Callable[..., nn.Module]) -> str:
         cls: the learner's class.
 
     Returns:
-        True if correct (one line printed), False if it still raises NotImplementedError.
+        None. Prints one line when the answer is right, and "not implemented
+        yet" while it still raises NotImplementedError.
 
     Raises:
         ExerciseError: naming the likely bug (missing ReLU, ReLU in the wrong
-            place or twice, another activation, a residual added inside).
+            place or twice, another activation, a residual added inside, no
+            biases, dropout left on in eval mode or never applied).
     """
     D, d_ff = 6, 10
-    m = _module(cls, (D, d_ff, 0.0), "cls(d_model, d_ff, dropout=0.0)")
-    _linear(m, "w_1", D, d_ff, "your feed-forward module")
-    _linear(m, "w_2", d_ff, D, "your feed-forward module")
+    m = _module(cls, (D, d_ff, _DROPOUT), "cls(d_model, d_ff, dropout)")
+    _linear(m, "w_1", D, d_ff, "your feed-forward module", bias=True)
+    _linear(m, "w_2", d_ff, D, "your feed-forward module", bias=True)
     x = torch.randn(2, 3, D)
     original = x.clone()
-    out = _expect_tensor(_call(m, x), "the output", x.shape, x.dtype, shape_hint="FFN maps (B, L, d_model) to (B, L, d_model)")
+    out = _expect_tensor(_call_eval(m, x), "the output", x.shape, x.dtype,
+                         shape_hint="FFN maps (B, L, d_model) to (B, L, d_model)")
     _expect_unchanged({"x": original}, {"x": x})
     bugs = [
         ("the ReLU is missing: without it the two Linear layers collapse into one linear map. "
@@ -188,7 +208,12 @@ def check_feed_forward(cls: Callable[..., nn.Module]) -> str:
          lambda: _ffn(m, x, activation=F.gelu)),
         ("don't add the residual here: the sublayer connection adds x around the whole FFN",
          lambda: _ffn(m, x, residual=True)),
+        (_FFN_NO_BIAS, lambda: _ffn(m, x, biases=(False, False))),
+        (_FFN_NO_BIAS + " (b1 is missing)", lambda: _ffn(m, x, biases=(False, True))),
+        (_FFN_NO_BIAS + " (b2 is missing)", lambda: _ffn(m, x, biases=(True, False))),
     ]
     _diagnose(out, _ffn(m, x), bugs, "the output")
-    return "w_1, w_2 shapes, values of w_2(relu(w_1(x))), inputs unchanged"
+    _expect_dropout(m, lambda: _module(cls, (D, d_ff, 0.0), "cls(d_model, d_ff, dropout)"), (x,), out,
+                    "to the hidden activations, between the ReLU and w_2")
+    return "w_1, w_2 shapes and biases, values of w_2(relu(w_1(x))), inputs unchanged, dropout on in training only"
 

@@ -9,11 +9,13 @@ instead of keys, OR instead of AND.
 
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 import torch
 
 from transformer_lessons.checks._frame import (
+    Bug,
     ExerciseError,
     _call,
     _diagnose,
@@ -36,7 +38,8 @@ def check_causal_mask(fn: Callable[[int], torch.Tensor]) -> str:
         fn: the learner's function.
 
     Returns:
-        True if correct (one line printed), False if ``fn`` still raises NotImplementedError.
+        None. Prints one line when the answer is right, and "not implemented
+        yet" while ``fn`` still raises NotImplementedError.
 
     Raises:
         ExerciseError: naming the likely bug (diagonal excluded, upper triangle,
@@ -74,12 +77,36 @@ def check_causal_mask(fn: Callable[[int], torch.Tensor]) -> str:
     return "shape, bool dtype, lower triangle with the diagonal, sizes 1, 5, 8"
 
 
+# Token batches for the padding and target masks, one per pad id. Each pad id also appears as a REAL token
+# in the batches of the others, so a mask that hard-codes `!= 1` (the course's <pad>) or `!= 0` is caught.
+_PADDING_TOKENS = {
+    1: [[5, 0, 7, 3, 1, 1], [4, 9, 2, 8, 6, 0], [2, 1, 1, 1, 1, 1]],
+    0: [[5, 1, 7, 3, 0, 0], [4, 9, 2, 8, 6, 1], [7, 0, 0, 0, 0, 0]],
+    7: [[5, 0, 1, 3, 7, 7], [4, 9, 2, 0, 6, 1], [2, 7, 7, 7, 7, 7]],
+}
+_TARGET_TOKENS = {
+    1: [[2, 5, 0, 7, 1, 1], [2, 4, 9, 3, 8, 6], [2, 6, 1, 1, 1, 1]],
+    0: [[2, 5, 1, 7, 0, 0], [2, 4, 9, 3, 8, 1], [2, 6, 0, 0, 0, 0]],
+    7: [[2, 5, 0, 1, 7, 7], [2, 4, 9, 3, 0, 6], [2, 1, 7, 7, 7, 7]],
+}
+
+
+def _hard_coded_pad_bugs(tokens: torch.Tensor, pad_id: int, full: Callable[[torch.Tensor], torch.Tensor]) -> list[Bug]:
+    """A mask built with another pad id than the argument: one bug per pad id the checks use."""
+    return [
+        (f"did you hard-code the pad id? With pad_id = {pad_id} your mask hides the tokens equal to {other}: "
+         "use the pad_id argument, tokens != pad_id", functools.partial(full, tokens != other))
+        for other in _PADDING_TOKENS if other != pad_id
+    ]
+
+
 @_exercise("padding_mask", "return a bool tensor (B, 1, 1, S), True where the token is not pad_id")
 def check_padding_mask(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> str:
     """Check a padding mask that hides padding keys from every query.
 
     Expected signature: ``fn(tokens, pad_id) -> BoolTensor`` broadcastable to
-    ``(B, 1, 1, S)``, True where the key is a real token (not padding).
+    ``(B, 1, 1, S)``, True where the key is a real token (not padding). The check
+    runs it with pad ids 1, 0 and 7.
 
     Shape:
         tokens ``(B, S)`` -> mask ``(B, 1, 1, S)``, which broadcasts over heads
@@ -89,14 +116,19 @@ def check_padding_mask(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> str:
         fn: the learner's function.
 
     Returns:
-        True if correct (one line printed), False if ``fn`` still raises NotImplementedError.
+        None. Prints one line when the answer is right, and "not implemented
+        yet" while ``fn`` still raises NotImplementedError.
 
     Raises:
         ExerciseError: naming the likely bug (inverted, shape that masks queries
             or mis-broadcasts, not bool, hard-coded pad id).
     """
-    pad_id = 1  # not 0, so a hard-coded 0 shows; 0 appears as a real token below
-    tokens = torch.tensor([[5, 0, 7, 3, 1, 1], [4, 9, 2, 8, 6, 0], [2, 1, 1, 1, 1, 1]])
+    for pad_id, rows in _PADDING_TOKENS.items():
+        _check_padding_case(fn, torch.tensor(rows), pad_id)
+    return "bool dtype, shape (B, 1, 1, S) broadcasting over the keys, padding positions hidden, pad ids 1, 0, 7"
+
+
+def _check_padding_case(fn: Callable[[torch.Tensor, int], torch.Tensor], tokens: torch.Tensor, pad_id: int) -> None:
     B, S = tokens.shape
     H, T = 2, 5  # scores (B, H, T, S) with every size different, so wrong broadcasts show
     original = tokens.clone()
@@ -123,7 +155,6 @@ def check_padding_mask(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> str:
             f"the mask should be a bool tensor (True = may attend), got dtype {mask.dtype}: "
             "a comparison like tokens != pad_id is already bool"
         )
-    got = mask.expand(B, H, T, S)
 
     def full(m):
         return m[:, None, None, :].expand(B, H, T, S)
@@ -131,10 +162,9 @@ def check_padding_mask(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> str:
     bugs = [
         ("the mask is inverted: True must mean 'may attend', i.e. a real token: use tokens != pad_id, not ==",
          lambda: full(tokens == pad_id)),
-        ("did you hard-code the pad id? use the pad_id argument: tokens != pad_id", lambda: full(tokens != 0)),
+        *_hard_coded_pad_bugs(tokens, pad_id, full),
     ]
-    _diagnose(got, full(tokens != pad_id), bugs, "the mask")
-    return "bool dtype, shape (B, 1, 1, S) broadcasting over the keys, padding positions hidden"
+    _diagnose(mask.expand(B, H, T, S), full(tokens != pad_id), bugs, f"the mask (pad_id = {pad_id})")
 
 
 @_exercise(
@@ -147,19 +177,25 @@ def check_target_mask(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> str:
     Expected signature: ``fn(tokens, pad_id) -> BoolTensor`` broadcastable to
     ``(B, 1, T, T)``: ``mask[b, 0, t, s]`` is True iff ``s <= t`` and token
     ``s`` of sentence ``b`` is not padding (paper §3.2.3, the decoder in §3.1).
+    The check runs it with pad ids 1, 0 and 7.
 
     Args:
         fn: the learner's function.
 
     Returns:
-        True if correct (one line printed), False if ``fn`` still raises NotImplementedError.
+        None. Prints one line when the answer is right, and "not implemented
+        yet" while ``fn`` still raises NotImplementedError.
 
     Raises:
         ExerciseError: naming the likely bug (only causal, only padding, OR
-            instead of AND, inverted, padding applied to the queries).
+            instead of AND, inverted, padding applied to the queries, hard-coded pad id).
     """
-    pad_id = 1
-    tokens = torch.tensor([[2, 5, 0, 7, 1, 1], [2, 4, 9, 3, 8, 6], [2, 6, 1, 1, 1, 1]])
+    for pad_id, rows in _TARGET_TOKENS.items():
+        _check_target_case(fn, torch.tensor(rows), pad_id)
+    return "bool dtype, broadcasts to (B, H, T, T), padding keys and future keys hidden, pad ids 1, 0, 7"
+
+
+def _check_target_case(fn: Callable[[torch.Tensor, int], torch.Tensor], tokens: torch.Tensor, pad_id: int) -> None:
     B, T = tokens.shape
     H = 2
     original = tokens.clone()
@@ -176,7 +212,6 @@ def check_target_mask(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> str:
         )
     if mask.dtype != torch.bool:
         raise ExerciseError(f"the mask should be a bool tensor (True = may attend), got dtype {mask.dtype}")
-    got = mask.expand(B, H, T, T)
     causal = torch.ones(T, T, dtype=torch.bool).tril()  # (T, T)
     keys = (tokens != pad_id)[:, None, None, :]  # (B, 1, 1, T)
     queries = (tokens != pad_id)[:, None, :, None]  # (B, 1, T, 1)
@@ -198,9 +233,9 @@ def check_target_mask(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> str:
          lambda: full(keys & causal.T)),
         ("off by one: the diagonal is excluded, but a token may attend to itself",
          lambda: full(keys & torch.ones(T, T, dtype=torch.bool).tril(-1))),
+        *_hard_coded_pad_bugs(tokens, pad_id, lambda m: full(m[:, None, None, :] & causal)),
     ]
-    _diagnose(got, full(keys & causal), bugs, "the mask")
-    return "bool dtype, broadcasts to (B, H, T, T), padding keys and future keys hidden"
+    _diagnose(mask.expand(B, H, T, T), full(keys & causal), bugs, f"the mask (pad_id = {pad_id})")
 
 
 @_exercise(
@@ -219,7 +254,8 @@ def check_mask_inversion(fn: Callable[[torch.Tensor], torch.Tensor]) -> str:
         fn: the learner's function.
 
     Returns:
-        True if correct (one line printed), False if ``fn`` still raises NotImplementedError.
+        None. Prints one line when the answer is right, and "not implemented
+        yet" while ``fn`` still raises NotImplementedError.
 
     Raises:
         ExerciseError: naming the likely bug (input returned unchanged, a

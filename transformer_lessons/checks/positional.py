@@ -56,7 +56,8 @@ def check_positional_encoding(fn: Callable[[int, int], torch.Tensor]) -> str:
         fn: the learner's function.
 
     Returns:
-        True if correct (one line printed), False if ``fn`` still raises NotImplementedError.
+        None. Prints one line when the answer is right, and "not implemented
+        yet" while ``fn`` still raises NotImplementedError.
 
     Raises:
         ExerciseError: naming the likely bug (sin/cos swapped, base 1000,

@@ -41,7 +41,8 @@ def check_noam_rate(fn: Callable[..., float]) -> str:
         fn: the learner's function.
 
     Returns:
-        True if correct (one line printed), False if it still raises NotImplementedError.
+        None. Prints one line when the answer is right, and "not implemented
+        yet" while it still raises NotImplementedError.
 
     Raises:
         ExerciseError: naming the likely bug (no warm-up, wrong exponents,

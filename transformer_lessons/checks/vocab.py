@@ -141,7 +141,8 @@ def check_build_vocab(fn: Callable[[list[list[str]], int], list[str]]) -> str:
         fn: the learner's function.
 
     Returns:
-        True if correct (one line printed), False if it still raises NotImplementedError.
+        None. Prints one line when the answer is right, and "not implemented
+        yet" while it still raises NotImplementedError.
 
     Raises:
         ExerciseError: naming the likely bug (specials missing or out of order,
