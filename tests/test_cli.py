@@ -170,6 +170,7 @@ BAD_OPTIONS = [
     ("evaluate --output {dir}", "--output {dir} is a folder"),
     ("evaluate --json {dir}", "--json {dir} is a folder"),
     ("train --out {file}/run", "--out {file}/run cannot be created: {file} is a file"),
+    ("train --tensorboard {file}", "--tensorboard {file} is a file, not a folder"),
     ("train --data-dir {dir}/nowhere", "--data-dir {dir}/nowhere does not exist"),
     ("train --corpus {dir}/none.json.gz", "--corpus finds no corpus file at {dir}/none.json.gz; make one with: python -m transformer_lessons prepare"),
     ("translate Hallo --checkpoint {dir}/none.pt", "--checkpoint finds no checkpoint at {dir}/none.pt; train one with"),
@@ -223,6 +224,32 @@ def test_good_values_parse_to_what_the_commands_use(tmp_path, monkeypatch):
     args = cli.build_parser().parse_args(["evaluate", "--length-penalty", "0", "--split", "val", "--device", "cpu", "--limit", "1"])
     assert (args.length_penalty, args.split, args.device, args.limit, args.beam) == (0.0, "val", "cpu", 1, 4)
     assert cli.build_parser().parse_args(["train", "--out", str(tmp_path)]).out == str(tmp_path), "an existing folder is a run folder"
+
+
+def test_tensorboard_without_the_extra_is_one_line_before_any_work(tmp_path, monkeypatch, no_work, capsys):
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # as if tensorboard were not installed
+    for args in (["train", "--tensorboard"], ["train", "--tensorboard", str(tmp_path / "tb"), "--quiet"]):
+        assert main(args) == 2
+        assert_one_usage_line(capsys.readouterr().err, "train", '--tensorboard needs the tensorboard package, which is not installed: '
+                              'pip install "transformer-lessons[tensorboard]"')  # fmt: skip
+    assert not (tmp_path / "tb").exists()
+
+
+def test_tensorboard_option_reaches_train(tmp_path, monkeypatch):
+    import types
+
+    from transformer_lessons import train
+
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", types.SimpleNamespace(SummaryWriter=object))
+    parse = cli.build_parser().parse_args
+    assert parse(["train"]).tensorboard is None
+    assert parse(["train", "--tensorboard", "--quiet"]).tensorboard is True, "alone: <out>/tensorboard"
+    assert parse(["train", "--tensorboard", str(tmp_path / "tb")]).tensorboard == str(tmp_path / "tb")
+    seen = {}
+    monkeypatch.setattr(train, "train", lambda *a, **k: seen.update(k) or {"history": [], "step": 0, "stopped": "max_steps", "test": None})
+    monkeypatch.setattr(cli, "_print_train_result", lambda result: None)
+    assert main(["train", "--preset", "quick", "--out", str(tmp_path / "run"), "--tensorboard"]) == 0
+    assert seen["tensorboard"] is True
 
 
 def test_a_read_only_folder_is_refused_before_any_work(tmp_path, monkeypatch, no_work, capsys):

@@ -17,10 +17,13 @@ from transformer_lessons.decode import (
     evaluate,
     greedy_decode,
     length_penalty,
+    next_token_distribution,
+    sample_decode,
     sequence_log_prob,
+    temperature_probs,
     translate,
 )
-from transformer_lessons.masks import padding_mask
+from transformer_lessons.masks import causal_mask, padding_mask
 from transformer_lessons.model import Transformer
 from transformer_lessons.train import train
 
@@ -273,3 +276,151 @@ def test_evaluate_on_raw_multi30k_files(toy):
     checkpoint, _ = toy
     result = evaluate(checkpoint, "val", data_dir=DATA_DIR, beam_size=1, device="cpu", limit=8)
     assert result["n"] == 8 and result["references"][0][0].isupper(), "references are the raw cased text"
+
+
+# --------------------------------------------------------------------------------------
+# Sampling with a temperature
+# --------------------------------------------------------------------------------------
+
+
+def padded_sources(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Six sources of the random model's vocabulary, one of them padded, and their mask."""
+    src = torch.randint(4, 16, (6, 7), generator=torch.Generator().manual_seed(seed))
+    src[2, 4:] = PAD
+    return src, padding_mask(src, PAD)
+
+
+def eos_friendly_model() -> Transformer:
+    """The random model with <eos> made likely, so that sampled sentences end at different steps."""
+    model = random_model()
+    with torch.no_grad():
+        model.generator.bias[EOS] += 2.5
+    return model
+
+
+def test_temperature_zero_is_greedy_exactly():
+    model = eos_friendly_model()
+    src, mask = padded_sources()
+    greedy = greedy_decode(model, src, mask, 12, BOS, EOS, PAD)
+    assert torch.equal(sample_decode(model, src, mask, 12, BOS, EOS, temperature=0.0, pad_id=PAD), greedy)
+    assert torch.equal(sample_decode(model, src, mask, 12, BOS, EOS, temperature=0, top_k=3, pad_id=PAD), greedy)
+
+
+def test_top_k_of_one_is_greedy():
+    model = random_model()
+    src, mask = padded_sources()
+    greedy = greedy_decode(model, src, mask, 10, BOS)  # no <eos>: every row runs all steps in both decoders
+    sampled = sample_decode(model, src, mask, 10, BOS, temperature=1.5, top_k=1, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(sampled, greedy), "sampling among the single likeliest token is taking the argmax"
+
+
+def test_a_seeded_generator_reproduces_the_samples():
+    model = eos_friendly_model()
+    src, mask = padded_sources()
+
+    def draw(seed: int) -> torch.Tensor:
+        return sample_decode(model, src, mask, 12, BOS, EOS, temperature=1.0, generator=torch.Generator().manual_seed(seed), pad_id=PAD)
+
+    assert torch.equal(draw(7), draw(7))
+    assert not torch.equal(draw(7), draw(8)), "another seed draws other tokens"
+    torch.manual_seed(1)
+    first = sample_decode(model, src, mask, 12, BOS, EOS, pad_id=PAD)
+    torch.manual_seed(1)
+    assert torch.equal(first, sample_decode(model, src, mask, 12, BOS, EOS, pad_id=PAD)), "without a generator: torch's global seed"
+
+
+@pytest.mark.parametrize("temperature", [0.5, 1.0, 3.0])
+def test_sampled_outputs_keep_the_decoders_contract(temperature):
+    model = eos_friendly_model()
+    src, mask = padded_sources()
+    ys = sample_decode(model, src, mask, 9, BOS, EOS, temperature, generator=torch.Generator().manual_seed(0), pad_id=PAD)
+    assert ys.dtype == torch.long and ys.size(0) == 6 and 2 <= ys.size(1) <= 10, "(B, 1 + L), L <= max_new_tokens"
+    assert (ys[:, 0] == BOS).all()
+    ended = (ys == EOS).cumsum(1) > 0  # (B, 1 + L): at or after the first <eos>
+    after = ended & ((ys == EOS).cumsum(1) - (ys == EOS).long() > 0)  # strictly after the first <eos>
+    assert (ys[after] == PAD).all(), "a finished row receives pad_id"
+    if ys.size(1) < 10:
+        assert ended[:, -1].all(), "the loop stops early only when every row has ended"
+    without_pad = sample_decode(model, src, mask, 9, BOS, EOS, temperature, generator=torch.Generator().manual_seed(0))
+    assert (without_pad[after] == EOS).all() and torch.equal(without_pad[~after], ys[~after]), "no pad_id: <eos> again, same draws"
+
+
+def test_a_scripted_model_sampled_cold_follows_its_script():
+    ys = sample_decode(ScriptedModel([5, 6, 7]), torch.ones(3, 4, dtype=torch.long), None, 10, BOS, EOS, temperature=0.05,
+                       generator=torch.Generator().manual_seed(0), pad_id=PAD)  # fmt: skip
+    assert ys.tolist() == [[BOS, 5, 6, 7, EOS]] * 3
+
+
+def entropy(p: torch.Tensor) -> torch.Tensor:
+    return -(p * p.clamp_min(1e-30).log()).sum(-1)
+
+
+def test_a_higher_temperature_spreads_the_next_token_distribution():
+    model = random_model()
+    src, mask = padded_sources()
+    prefix = torch.tensor([BOS, 5, 9])
+    temperatures = [0.0, 0.25, 0.5, 1.0, 2.0, 4.0]
+    probs = [next_token_distribution(model, src, mask, prefix, t) for t in temperatures]  # each (B, V)
+    assert all(p.shape == (6, 16) and torch.allclose(p.sum(-1), torch.ones(6)) for p in probs)
+    entropies = torch.stack([entropy(p) for p in probs])  # (len(temperatures), B)
+    assert (entropies[1:] > entropies[:-1]).all(), f"entropy must rise with the temperature, got {entropies.T.tolist()}"
+    assert torch.allclose(entropies[0], torch.zeros(6), atol=1e-6), "temperature 0 puts all the mass on the argmax"
+    assert (entropies[-1] < torch.log(torch.tensor(16.0))).all(), "never beyond the uniform distribution"
+    with torch.no_grad():  # at temperature 1: the model's own softmax of the last position
+        logits = model(src, prefix.expand(6, -1), mask, causal_mask(3))[:, -1]  # (B, V)
+    assert torch.allclose(probs[3], logits.softmax(-1), atol=1e-6)
+    one = next_token_distribution(model, src[0], mask[:1], prefix, 0.5)
+    assert one.shape == (16,) and torch.allclose(one, probs[2][0], atol=1e-6), "one source (S,) gives (V,)"
+
+
+def test_temperature_probs_handles_the_limits_and_top_k():
+    logits = torch.tensor([[2.0, 1.0, 0.5, -1.0], [0.0, 3.0, 3.0, 1.0]])
+    assert torch.equal(temperature_probs(logits, 0), torch.tensor([[1.0, 0, 0, 0], [0, 1.0, 0, 0]])), "ties: the first argmax"
+    tiny = temperature_probs(logits * 1e4, 1e-30)
+    assert torch.isfinite(tiny).all() and torch.allclose(tiny[0], torch.tensor([1.0, 0, 0, 0])), "no inf - inf = NaN"
+    top2 = temperature_probs(logits, 1.0, top_k=2)
+    assert (top2[0, 2:] == 0).all() and torch.allclose(top2[0, :2], logits[0, :2].softmax(-1))
+    assert torch.allclose(temperature_probs(logits, 1.0, top_k=99), logits.softmax(-1)), "k beyond V keeps every token"
+
+
+BAD_TEMPERATURES = [-0.5, float("nan"), float("inf"), "1.0", True, None]
+
+
+@pytest.mark.parametrize("bad", BAD_TEMPERATURES, ids=[repr(b) for b in BAD_TEMPERATURES])
+def test_invalid_temperatures_are_refused(bad):
+    model = random_model()
+    src, mask = padded_sources()
+    with pytest.raises(ValueError, match=r"temperature must be a finite number >= 0 \(0 = greedy"):
+        sample_decode(model, src, mask, 5, BOS, EOS, temperature=bad)
+    with pytest.raises(ValueError, match="temperature must be"):
+        next_token_distribution(model, src, mask, torch.tensor([BOS]), bad)
+    with pytest.raises(ValueError, match="top_k must be a whole number >= 1"):
+        sample_decode(model, src, mask, 5, BOS, EOS, temperature=1.0, top_k=0)
+
+
+def test_translate_samples_with_a_temperature(toy):
+    checkpoint, _ = toy
+    sentences = ["ein hund läuft .", "eine frau sitzt im park .", "ein kind springt ."]
+    greedy = translate(checkpoint, sentences, device="cpu")
+    assert translate(checkpoint, sentences, device="cpu", temperature=0.0) == greedy, "temperature 0 is greedy"
+    hot = translate(checkpoint, sentences * 4, device="cpu", temperature=1.5, seed=1)
+    assert hot == translate(checkpoint, sentences * 4, device="cpu", temperature=1.5, seed=1), "a seed repeats the draws"
+    assert hot != greedy * 4, "a hot model says something else at least once in 12 sentences"
+    assert all(isinstance(s, str) for s in hot)
+    assert isinstance(translate(checkpoint, "ein hund .", device="cpu", temperature=0.7, top_k=5, seed=0), str)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [({"temperature": 1.0, "beam_size": 4}, "choose one"), ({"seed": 3}, "give a temperature"), ({"top_k": 5}, "give a temperature"),
+     ({"temperature": -1.0}, "temperature must be"), ({"temperature": 1.0, "seed": -2}, "seed must be"),
+     ({"temperature": 1.0, "top_k": 0}, "top_k must be")],
+)  # fmt: skip
+def test_translate_refuses_sampling_options_it_would_ignore(toy, options, message, monkeypatch):
+    import transformer_lessons.decode as decode
+
+    checkpoint, _ = toy
+    monkeypatch.setattr(decode, "_resolve", lambda *a: pytest.fail("refused before the checkpoint is loaded"))
+    with pytest.raises(ValueError, match=message):
+        translate(checkpoint, "ein hund .", device="cpu", **options)
+

@@ -42,6 +42,7 @@ from transformer_lessons.data import SPLITS
 from transformer_lessons.config import MAX_BEAM_SIZE
 from transformer_lessons.errors import CheckpointError, DataError, TrainingError
 from transformer_lessons.hardware import resolve_device
+from transformer_lessons.tensorboard import INSTALL_HINT, TensorBoardMissingError, summary_writer_class
 
 EXIT_FAILURE = 1  # the machine failed (OSError); the command itself was fine
 EXIT_USER_ERROR = 2
@@ -120,7 +121,7 @@ def seed_int(text: str) -> int:
 
 
 def beam_size(text: str) -> int:
-    """1 (greedy) to ``decode.MAX_BEAM_SIZE``: each beam multiplies the decoder's work."""
+    """1 (greedy) to ``config.MAX_BEAM_SIZE``: each beam multiplies the decoder's work."""
     return _whole_number(text, 1, MAX_BEAM_SIZE, f"a whole number from 1 (greedy) to {MAX_BEAM_SIZE} (the paper uses 4)")
 
 
@@ -213,6 +214,17 @@ def corpus_file(text: str) -> str:
     return text
 
 
+class TensorBoardOption(argparse.Action):
+    """``--tensorboard [DIR]``: log to DIR (alone: ``<out>/tensorboard``); refused while parsing if the extra is missing."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        try:
+            summary_writer_class()
+        except TensorBoardMissingError:
+            raise argparse.ArgumentError(self, f"needs the tensorboard package, which is not installed: {INSTALL_HINT}") from None
+        setattr(namespace, self.dest, values)
+
+
 def check_utf8(argv: list[str]) -> None:
     """Fail on an argument that is not valid UTF-8 (Linux hands it to Python with surrogate escapes, like '\\udcff')."""
     for i, arg in enumerate(argv):
@@ -279,6 +291,10 @@ def _add_train(sub) -> None:
     p.add_argument("--max-steps", type=positive_int, metavar="N", help="stop after this many updates (resume later)")
     p.add_argument("--device", type=device_arg, help=f"{DEVICE_FORMS} (default: cuda if available)")
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None, help="torch.compile the model (GPU only)")
+    p.add_argument(
+        "--tensorboard", nargs="?", const=True, type=existing_dir_or_new, action=TensorBoardOption, metavar="DIR",
+        help='also log to TensorBoard, into DIR (default: <out>/tensorboard); needs pip install "transformer-lessons[tensorboard]"',
+    )  # fmt: skip
     p.add_argument("--no-resume", action="store_true", help="start over even if --out holds last.pt")
     p.add_argument("--no-test", action="store_true", help="skip the final test-set evaluation")
     p.add_argument("--quiet", action="store_true", help="no progress bars; the one-line-per-epoch log is still printed")
@@ -428,6 +444,7 @@ def cmd_train(args) -> int:
         max_steps=args.max_steps,
         data_dir=args.data_dir,
         evaluate_test=not args.no_test,
+        tensorboard=args.tensorboard,
     )
     _print_train_result(result)
     return 0

@@ -106,6 +106,10 @@ class TrainConfig:
     betas: tuple[float, float] = (0.9, 0.98)  # Adam β1, β2 (paper §5.3: β2 = 0.98, below the usual 0.999)
     eps: float = 1e-9  # Adam ε (paper §5.3)
     weight_decay: float = 0.0  # the paper uses plain Adam; AdamW decay (matrices only) if > 0
+    # Scheduled sampling (Bengio et al. 2015; two passes for Transformers, Mihaylova & Martins 2019): each decoder
+    # input after <bos> is the model's own argmax prediction with probability p instead of the true token.
+    scheduled_sampling: float = 0.0  # p in [0, 1); paper: 0, plain teacher forcing (§3.1 "shifted right")
+    scheduled_sampling_ramp: int = 0  # updates over which p rises linearly from 0 to scheduled_sampling (0: p from the start)
     # --- evaluation ---
     eval_every: int = 1  # validation BLEU every k epochs (and at the last); val loss runs every epoch
     beam_size: int = 4  # final test decoding (paper §6.1: beam 4); 1 = greedy
@@ -183,8 +187,10 @@ def _config_problems(c: "TrainConfig") -> list[str]:
         whole("beam_size", 1), whole("bleu_val_limit", 1, optional=True), whole("max_output_extra", 0), whole("seed", 0),
         real("lr_factor", 0.0, open_low=True), real("smoothing", 0.0, 0.999), real("clip_norm", 0.0, optional=True, open_low=True),
         real("eps", 0.0, open_low=True), real("weight_decay", 0.0), real("length_penalty", 0.0),
-        real("max_minutes", 0.0, optional=True, open_low=True),
+        real("max_minutes", 0.0, optional=True, open_low=True), real("scheduled_sampling", 0.0), whole("scheduled_sampling_ramp", 0),
     ]
+    if isinstance(c.scheduled_sampling, (int, float)) and c.scheduled_sampling >= 1.0:
+        checks.append(f"scheduled_sampling must be below 1 (1 would never show the decoder a true token), got {c.scheduled_sampling!r}")
     if isinstance(c.beam_size, int) and c.beam_size > MAX_BEAM_SIZE:
         checks.append(f"beam_size must be at most {MAX_BEAM_SIZE}, got {c.beam_size} (the paper uses 4)")
     if not (len(c.betas) == 2 and all(isinstance(b, (int, float)) and 0.0 <= b < 1.0 for b in c.betas)):

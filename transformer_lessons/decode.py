@@ -1,8 +1,11 @@
-"""Turning a trained model into output sequences: greedy decoding, beam search, translate, evaluate.
+"""Turning a trained model into output sequences: greedy decoding, sampling, beam search, translate, evaluate.
 
 Paper: §6.1 uses beam search (beam 4, length penalty α = 0.6) and caps the
 output at the input length + 50; greedy decoding is beam search with a beam of
-one and the fastest way to see what a model learned.
+one and the fastest way to see what a model learned. Sampling with a
+temperature (:func:`sample_decode`) is not in the paper: it draws each token
+instead of taking the likeliest, so one sentence can have many translations.
+Beam search lives in :mod:`transformer_lessons.beam`; its functions are imported here.
 
 :func:`translate` and :func:`evaluate` are the user-facing ends: sentences in,
 sentences out (tokenized with spaCy, detokenized for sacreBLEU).
@@ -10,6 +13,8 @@ sentences out (tokenized with spaCy, detokenized for sacreBLEU).
 
 from __future__ import annotations
 
+import math
+import numbers
 import os
 import warnings
 from contextlib import contextmanager
@@ -19,8 +24,8 @@ import torch
 import torch.nn.functional as F
 
 from transformer_lessons.attention import MultiHeadAttention
+from transformer_lessons.beam import beam_search, length_penalty
 from transformer_lessons.checkpoint import load_checkpoint
-from transformer_lessons.config import MAX_BEAM_SIZE
 from transformer_lessons.masks import causal_mask, padding_mask
 from transformer_lessons.model import Transformer
 
@@ -86,135 +91,6 @@ def greedy_decode(
     return ys
 
 
-def length_penalty(length: int | torch.Tensor, alpha: float = 0.6) -> float | torch.Tensor:
-    """GNMT length penalty ``lp(Y) = ((5 + |Y|) / 6)^α`` (Wu et al. 2016, Eq. 14; paper §6.1: α = 0.6).
-
-    A hypothesis is ranked by ``log P(Y | X) / lp(Y)``. Log-probabilities only
-    fall as a sentence grows, so raw scores favour short outputs; dividing by a
-    penalty that grows with the length undoes part of that. ``α = 0`` ranks by
-    the raw log-probability. ``|Y|`` counts the generated tokens, ``<eos>`` included.
-    """
-    return ((5.0 + length) / 6.0) ** alpha
-
-
-@torch.no_grad()
-def beam_search(
-    model: Transformer,
-    src: torch.Tensor,
-    src_mask: torch.Tensor | None,
-    max_new_tokens: int,
-    bos_id: int,
-    eos_id: int,
-    beam_size: int = 4,
-    length_penalty: float = 0.6,
-    pad_id: int | None = None,
-    return_scores: bool = False,
-) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """Keep the ``beam_size`` most likely prefixes of each sentence instead of only the best one.
-
-    All sentences of the batch are searched together (``B * K`` rows per
-    decoder call). At each step every live prefix is extended by every token;
-    of the ``2K`` best extensions (by summed log-probability), those ending in
-    ``<eos>`` that rank among the first ``K`` become finished hypotheses,
-    scored ``log P / lp`` (:func:`length_penalty`), and the first ``K`` others
-    stay alive. A sentence is done once it has ``K`` finished hypotheses (so
-    ``beam_size=1`` is exactly greedy decoding); at ``max_new_tokens`` the best ``K``
-    candidates finish as they are (cut off, without ``<eos>``, as in greedy
-    decoding). The best finished hypothesis is returned.
-
-    Args:
-        model: the Transformer, in eval mode.
-        src: source ids ``(B, S)``.
-        src_mask: ``(B, 1, 1, S)`` padding mask, or ``None``.
-        max_new_tokens: the most tokens to generate after ``<bos>``, ``<eos>`` included.
-        bos_id, eos_id: the special ids.
-        beam_size: ``K`` (paper: 4).
-        length_penalty: ``α`` (paper: 0.6).
-        pad_id: id written after a sequence's ``<eos>`` (default ``eos_id``).
-        return_scores: also return each output's score ``log P / lp``.
-
-    Returns:
-        LongTensor ``(B, 1 + L)`` starting with ``bos_id``, like :func:`greedy_decode`;
-        with ``return_scores`` also a FloatTensor ``(B,)``.
-    """
-    if not 1 <= beam_size <= MAX_BEAM_SIZE:
-        raise ValueError(f"beam_size must be between 1 and {MAX_BEAM_SIZE}, got {beam_size} (the paper uses 4)")
-    B, device = src.size(0), src.device
-    K = beam_size
-    memory = model.encode(src, src_mask).repeat_interleave(K, dim=0)  # (B, S, D) -> (B*K, S, D)
-    mask = src_mask.repeat_interleave(K, dim=0) if src_mask is not None else None  # (B*K, 1, 1, S)
-    seqs = torch.full((B, K, 1), bos_id, dtype=torch.long, device=device)  # (A, K, t), A = sentences still searched
-    scores = torch.zeros(B, K, device=device)  # summed log-probabilities of the live prefixes
-    scores[:, 1:] = float("-inf")  # all K start as the same <bos>: only the first may grow at step 1
-    finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(B)]
-    active = list(range(B))  # which sentence each row block of the tensors belongs to
-    for t in range(1, max_new_tokens + 1):
-        A = len(active)
-        logits = model.decode(memory, mask, seqs.view(A * K, t), causal_mask(t, device))[:, -1]  # (A*K, V)
-        log_p = F.log_softmax(logits.float(), dim=-1)  # (A*K, V)
-        V = log_p.size(-1)
-        cand = (scores.unsqueeze(-1) + log_p.view(A, K, V)).view(A, K * V)  # (A, K*V)
-        top_scores, top_idx = cand.topk(min(2 * K, K * V), dim=-1)  # (A, 2K)
-        beam, token = top_idx // V, top_idx % V  # which prefix each candidate extends, and with what
-        is_eos = token == eos_id  # (A, 2K)
-
-        # Candidates ending in <eos> among the first K finish; at max_new_tokens, the first K
-        # finish whatever their last token (cut off, as greedy decoding is). One sync per step.
-        ending = is_eos[:, :K] if t < max_new_tokens else torch.ones_like(is_eos[:, :K])
-        ends = (ending & torch.isfinite(top_scores[:, :K])).nonzero().tolist()
-        if ends:
-            _collect_finished(finished, active, ends, seqs, top_scores, beam, token, t, length_penalty, K)
-        keep = [a for a in range(A) if len(finished[active[a]]) < K]
-        if not keep:
-            break
-
-        seqs, scores = _extend_alive(seqs, top_scores, beam, token, is_eos, K)  # (A, K, t + 1), (A, K)
-        if len(keep) < A:  # sentences with K finished hypotheses leave the batch
-            seqs, scores, memory, mask = _keep_rows(keep, K, seqs, scores, memory, mask)
-            active = [active[a] for a in keep]
-
-    out, best_scores = _best_hypotheses(finished, pad_id if pad_id is not None else eos_id, device)
-    return (out, best_scores) if return_scores else out
-
-
-def _extend_alive(seqs, top_scores, beam, token, is_eos, K: int):
-    """The first ``K`` candidates not ending in ``<eos>`` stay alive (topk keeps their order): their prefixes, one token longer."""
-    t = seqs.size(-1)
-    alive_scores, pos = top_scores.masked_fill(is_eos, float("-inf")).topk(K, dim=-1)  # (A, K)
-    parent = beam.gather(1, pos)  # (A, K): which prefix each survivor extends
-    seqs = torch.cat([seqs.gather(1, parent.unsqueeze(-1).expand(-1, -1, t)), token.gather(1, pos).unsqueeze(-1)], dim=2)
-    return seqs, alive_scores  # (A, K, t + 1), (A, K)
-
-
-def _keep_rows(keep: list[int], K: int, seqs, scores, memory, mask):
-    """The rows of the sentences in ``keep``: ``seqs (A', K, t)``, ``scores (A', K)``, ``memory (A'*K, S, D)``, ``mask``."""
-    A, rows = seqs.size(0), torch.tensor(keep, device=seqs.device)
-    memory = memory.view(A, K, *memory.shape[1:])[rows].flatten(0, 1)  # (A'*K, S, D)
-    if mask is not None:
-        mask = mask.view(A, K, *mask.shape[1:])[rows].flatten(0, 1)  # (A'*K, 1, 1, S)
-    return seqs[rows], scores[rows], memory, mask
-
-
-def _best_hypotheses(finished: list[list[tuple[float, list[int]]]], filler: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each sentence's best ``(score, ids)`` hypothesis, padded with ``filler`` into ``(B, 1 + L)``, and the scores ``(B,)``."""
-    best = [max(f, key=lambda item: item[0]) for f in finished]
-    width = max(len(seq) for _, seq in best)
-    out = torch.full((len(best), width), filler, dtype=torch.long, device=device)  # (B, 1 + L)
-    for b, (_, seq) in enumerate(best):
-        out[b, : len(seq)] = torch.tensor(seq, dtype=torch.long, device=device)
-    return out, torch.tensor([score for score, _ in best], device=device)
-
-
-def _collect_finished(finished, active, ends, seqs, top_scores, beam, token, t: int, alpha: float, K: int) -> None:
-    """Add each ending candidate ``(a, k)`` of ``ends``, scored ``log P / lp``, to its sentence's finished list (at most ``K``)."""
-    penalty = length_penalty(t, alpha)
-    end_scores, end_beams, end_tokens = top_scores.tolist(), beam.tolist(), token.tolist()
-    for a, k in ends:
-        done = finished[active[a]]
-        if len(done) < K:
-            done.append((end_scores[a][k] / penalty, seqs[a, end_beams[a][k]].tolist() + [end_tokens[a][k]]))
-
-
 @torch.no_grad()
 def sequence_log_prob(model: Transformer, src: torch.Tensor, src_mask: torch.Tensor | None, ys: torch.Tensor, eos_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probability the model gives to given outputs (teacher forcing), for comparing decoders.
@@ -234,6 +110,141 @@ def sequence_log_prob(model: Transformer, src: torch.Tensor, src_mask: torch.Ten
     is_eos = (tgt_out == eos_id).long()  # (B, L)
     before_end = (is_eos.cumsum(1) - is_eos) == 0  # (B, L): up to and including the first <eos>
     return (log_p * before_end).sum(1), before_end.sum(1)
+
+
+# --------------------------------------------------------------------------------------
+# Sampling with a temperature
+# --------------------------------------------------------------------------------------
+
+
+def check_temperature(temperature: float) -> float:
+    """``temperature`` as a float, or ``ValueError`` unless it is a finite number >= 0 (0 means greedy)."""
+    ok = isinstance(temperature, numbers.Real) and not isinstance(temperature, bool) and math.isfinite(temperature) and temperature >= 0
+    if not ok:
+        raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy, 1 = the model's own distribution), got {temperature!r}")
+    return float(temperature)
+
+
+def _check_top_k(top_k: int | None) -> int | None:
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+        raise ValueError(f"top_k must be a whole number >= 1 or None, got {top_k!r}")
+    return top_k
+
+
+def temperature_probs(logits: torch.Tensor, temperature: float, top_k: int | None = None) -> torch.Tensor:
+    """``softmax(logits / temperature)`` over the last axis, optionally over the ``top_k`` largest logits only.
+
+    Below 1 the distribution sharpens towards the argmax, above 1 it flattens towards
+    uniform. At ``temperature == 0`` it is the limit: all the mass on the argmax (the
+    first one on a tie, as ``argmax`` picks), so sampling from it is greedy decoding.
+
+    Shape:
+        logits ``(..., V)`` -> probabilities ``(..., V)`` (float32), summing to 1.
+    """
+    temperature, top_k = check_temperature(temperature), _check_top_k(top_k)
+    logits = logits.float()
+    if top_k is not None and top_k < logits.size(-1):
+        kth = logits.topk(top_k, dim=-1).values[..., -1:]  # (..., 1): the k-th largest logit
+        logits = logits.masked_fill(logits < kth, float("-inf"))  # (..., V)
+    if temperature == 0:
+        return F.one_hot(logits.argmax(dim=-1), logits.size(-1)).float()  # (..., V)
+    # Subtracting the max first keeps a tiny temperature from turning logits into inf - inf = NaN.
+    scaled = (logits - logits.amax(dim=-1, keepdim=True)) / temperature  # (..., V), every value <= 0
+    return scaled.softmax(dim=-1)
+
+
+def _draw(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """One token per row of ``probs (B, V)``, drawn on the generator's device: ids ``(B,)``."""
+    where = generator.device if generator is not None else probs.device
+    return torch.multinomial(probs.to(where), 1, generator=generator).squeeze(1).to(probs.device)  # (B,)
+
+
+@torch.no_grad()
+def sample_decode(
+    model: Transformer,
+    src: torch.Tensor,
+    src_mask: torch.Tensor | None,
+    max_new_tokens: int,
+    bos_id: int,
+    eos_id: int | None = None,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    generator: torch.Generator | None = None,
+    pad_id: int | None = None,
+) -> torch.Tensor:
+    """Generate a batch of sequences, drawing each next token from ``softmax(logits / temperature)``.
+
+    :func:`greedy_decode` always takes the most likely token; here the next token
+    is *drawn*, so one source can give many outputs. ``temperature`` reshapes the
+    distribution first (:func:`temperature_probs`): 1 samples the model's own
+    distribution, below 1 favours likely tokens, above 1 gives rare ones more
+    chances, and 0 is greedy decoding exactly (the same function is called).
+    ``top_k`` draws among the ``k`` likeliest tokens only. Not in the paper, which
+    decodes with a beam (§6.1); sampling is how language models generate text.
+    ``<eos>`` handling and the output are :func:`greedy_decode`'s.
+
+    Args:
+        model, src, src_mask, max_new_tokens, bos_id, eos_id, pad_id: as for :func:`greedy_decode`.
+        temperature: a finite number >= 0 (``ValueError`` otherwise).
+        top_k: sample among the ``top_k`` most likely tokens only (``None``: all of them).
+        generator: a seeded ``torch.Generator`` makes the draws reproducible
+            (``None``: torch's global random state).
+
+    Returns:
+        LongTensor ``(B, 1 + L)`` with ``L <= max_new_tokens``, starting with ``bos_id``.
+    """
+    temperature, top_k = check_temperature(temperature), _check_top_k(top_k)
+    if temperature == 0:  # all the mass on the argmax, whatever top_k keeps
+        return greedy_decode(model, src, src_mask, max_new_tokens, bos_id, eos_id, pad_id)
+    memory = model.encode(src, src_mask)  # (B, S, D)
+    batch = src.size(0)
+    ys = torch.full((batch, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
+    finished = torch.zeros(batch, dtype=torch.bool, device=src.device)
+    filler = pad_id if pad_id is not None else eos_id
+    for _ in range(max_new_tokens):
+        # Every row draws at every step, finished or not, so the random stream is the same whichever rows ended.
+        logits = model.decode(memory, src_mask, ys, causal_mask(ys.size(1), src.device))[:, -1]  # (B, V)
+        next_token = _draw(temperature_probs(logits, temperature, top_k), generator)  # (B,)
+        if eos_id is not None:
+            next_token = next_token.masked_fill(finished, filler)
+            finished |= next_token == eos_id
+        ys = torch.cat([ys, next_token[:, None]], dim=1)  # (B, t) -> (B, t + 1)
+        if eos_id is not None and bool(finished.all()):
+            break
+    return ys
+
+
+@torch.no_grad()
+def next_token_distribution(
+    model: Transformer,
+    src: torch.Tensor,
+    src_mask: torch.Tensor | None,
+    prefix: torch.Tensor,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+) -> torch.Tensor:
+    """The probabilities the decoder gives the token after ``prefix``, at ``temperature``.
+
+    What :func:`sample_decode` draws from at one step: call it at several
+    temperatures to see the distribution sharpen (below 1) or flatten (above 1).
+
+    Args:
+        src: source ids ``(S,)`` for one sentence or ``(B, S)``.
+        src_mask: its padding mask (``(B, 1, 1, S)``), or ``None``.
+        prefix: the decoder input so far, ``<bos>`` first: ``(T,)`` or ``(B, T)``
+            (one prefix is used for every source of the batch).
+
+    Returns:
+        FloatTensor ``(V,)`` for one source, else ``(B, V)``; each row sums to 1.
+    """
+    single = src.dim() == 1
+    src = src.unsqueeze(0) if single else src  # (B, S)
+    prefix = prefix.unsqueeze(0) if prefix.dim() == 1 else prefix  # (B or 1, T)
+    prefix = prefix.expand(src.size(0), -1).to(src.device)  # (B, T)
+    memory = model.encode(src, src_mask)  # (B, S, D)
+    logits = model.decode(memory, src_mask, prefix, causal_mask(prefix.size(1), src.device))[:, -1]  # (B, V)
+    probs = temperature_probs(logits, temperature, top_k)  # (B, V)
+    return probs[0] if single else probs
 
 
 # --------------------------------------------------------------------------------------
@@ -278,6 +289,9 @@ def decode_token_lists(
     batch_size: int = 128,
     progress: bool = False,
     max_extra: int = EXTRA_OUTPUT_TOKENS,
+    temperature: float | None = None,
+    top_k: int | None = None,
+    generator: torch.Generator | None = None,
 ) -> list[list[int]]:
     """Decode tokenized source sentences; returns each output's ids (``<eos>`` included if produced).
 
@@ -286,7 +300,8 @@ def decode_token_lists(
     accepts is cut to ``model.config.max_len - 1`` tokens (plus ``<eos>``);
     :func:`translate` warns about it. An empty source gives an empty output.
     ``max_new_tokens`` caps the output (default: source length + ``max_extra``, paper
-    §6.1 uses 50; never more than the model's ``max_len``).
+    §6.1 uses 50; never more than the model's ``max_len``). With a ``temperature``,
+    each output is drawn by :func:`sample_decode` (with ``top_k`` and ``generator``) instead.
     """
     model.eval()
     device = next(model.parameters()).device
@@ -299,7 +314,8 @@ def decode_token_lists(
         try:
             from tqdm.auto import tqdm
 
-            chunks = tqdm(chunks, desc=f"decode (beam {beam_size})", leave=False)
+            how = f"temperature {temperature}" if temperature is not None else f"beam {beam_size}"
+            chunks = tqdm(chunks, desc=f"decode ({how})", leave=False)
         except ImportError:  # progress bars are a nicety, never a requirement
             pass
     pad, bos, eos = tgt_vocab.pad_id, tgt_vocab.bos_id, tgt_vocab.eos_id
@@ -311,7 +327,9 @@ def decode_token_lists(
         src = src.to(device)
         src_mask = padding_mask(src, src_vocab.pad_id)  # (B, 1, 1, S)
         steps = min(max_new_tokens or width + max_extra, model.config.max_len)
-        if beam_size == 1:
+        if temperature is not None:
+            ys = sample_decode(model, src, src_mask, steps, bos, eos, temperature, top_k, generator, pad)  # (B, 1 + L)
+        elif beam_size == 1:
             ys = greedy_decode(model, src, src_mask, steps, bos, eos, pad)  # (B, 1 + L)
         else:
             ys = beam_search(model, src, src_mask, steps, bos, eos, beam_size, length_penalty, pad)  # (B, 1 + L)
@@ -323,6 +341,20 @@ def decode_token_lists(
                     break
             outputs[chunk[row]] = out
     return outputs
+
+
+def _check_sampling(temperature: float | None, top_k: int | None, seed: int | None, beam_size: int) -> None:
+    """Refuse sampling options that would be ignored or are out of range, before any model or spaCy work."""
+    if temperature is None:
+        if top_k is not None or seed is not None:
+            raise ValueError("top_k= and seed= choose how to sample: give a temperature= too (e.g. temperature=1.0)")
+        return
+    check_temperature(temperature)
+    _check_top_k(top_k)
+    if beam_size != 1:
+        raise ValueError(f"temperature= samples each token, beam_size={beam_size} searches: choose one (beam_size=1 to sample)")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise ValueError(f"seed must be a whole number >= 0 or None, got {seed!r}")
 
 
 def _validate_sentences(sentences) -> tuple[list[str], bool]:
@@ -347,6 +379,9 @@ def translate(
     return_attention: bool = False,
     length_penalty: float = 0.6,
     batch_size: int = 64,
+    temperature: float | None = None,
+    seed: int | None = None,
+    top_k: int | None = None,
 ) -> Any:
     """Translate German sentences into English.
 
@@ -362,6 +397,9 @@ def translate(
         return_attention: also return what the widgets of the step-by-step view need.
         length_penalty: GNMT ``α`` for beam search.
         batch_size: sentences decoded together.
+        temperature: sample each token (:func:`sample_decode`) at this temperature
+            instead of greedy decoding or beam search (``None``, the default);
+            ``top_k`` limits the draw to the likeliest tokens, ``seed`` makes it repeatable.
 
     Returns:
         English sentences, cased and detokenized: a list for a list, a ``str``
@@ -385,6 +423,7 @@ def translate(
     from transformer_lessons.data import Tokenizer
 
     items, single = _validate_sentences(sentences)
+    _check_sampling(temperature, top_k, seed, beam_size)
     model, src_vocab, tgt_vocab, device = _resolve(model_or_checkpoint, src_vocab, tgt_vocab, device)
     _check_vocab_fits(model, src_vocab, tgt_vocab)
     german = Tokenizer("de")  # spaCy loads on first use: all-empty input never needs it
@@ -400,7 +439,8 @@ def translate(
         )
         src_units = [u[:limit] for u in src_units]
     # decode_token_lists takes words and cuts each source to `limit` units itself.
-    outputs = decode_token_lists(model, src_tokens, src_vocab, tgt_vocab, beam_size, length_penalty, max_new_tokens, batch_size)
+    sampling = {"temperature": temperature, "top_k": top_k, "generator": None if seed is None else torch.Generator(device=device).manual_seed(seed)}
+    outputs = decode_token_lists(model, src_tokens, src_vocab, tgt_vocab, beam_size, length_penalty, max_new_tokens, batch_size, **sampling)
     english = Tokenizer("en")
     texts = [english.detokenize(tgt_vocab.decode_words(out)) for out in outputs]
     if not return_attention:

@@ -14,7 +14,8 @@ Read it top to bottom:
 The pieces it uses live in the files named after them: the loss (:mod:`.loss`), the
 schedule (:mod:`.schedule`), the settings (:mod:`.config`), checkpoints
 (:mod:`.checkpoint`), the output folder and its lock (:mod:`.rundir`), Ctrl-C
-(:mod:`.interrupt`), devices and precision (:mod:`.hardware`).
+(:mod:`.interrupt`), devices and precision (:mod:`.hardware`), scheduled sampling
+(:mod:`.scheduled_sampling`, off by default as in the paper), TensorBoard logging (:mod:`.tensorboard`).
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ from transformer_lessons.loss import LabelSmoothingLoss, smoothed_targets
 from transformer_lessons.model import Transformer
 from transformer_lessons.rundir import default_out_dir, make_out_dir, run_lock
 from transformer_lessons.schedule import noam_rate, noam_scheduler
+from transformer_lessons.scheduled_sampling import scheduled_inputs, scheduled_probability, step_generator
+from transformer_lessons.tensorboard import check_tensorboard, log_epoch, log_step, log_test, open_writer, tensorboard_dir
 
 if TYPE_CHECKING:
     from transformer_lessons.data import Corpus, TokenBatcher
@@ -174,6 +177,7 @@ class Run:
     max_steps: int | None = None
     progress: bool = True
     log: bool = True
+    writer: Any = None  # a TensorBoard SummaryWriter (train(tensorboard=...)), or None
     started: float = field(default_factory=lambda: _clock())  # when this call began
 
     @property
@@ -334,6 +338,11 @@ def _diverged(run: Run, state: TrainState, err: DivergedError) -> DivergedError:
     )
 
 
+def _scheduled_p(run: Run, state: TrainState) -> float:
+    """The scheduled sampling probability for the next update (0: plain teacher forcing, the paper's)."""
+    return scheduled_probability(run.config.scheduled_sampling, run.config.scheduled_sampling_ramp, state.step)
+
+
 def run_epoch(run: Run, state: TrainState, guard: StepBoundary) -> str:
     """Train on the rest of the current epoch. Returns why it stopped: ``"done"``, ``"time_limit"`` or ``"max_steps"``.
 
@@ -352,7 +361,9 @@ def run_epoch(run: Run, state: TrainState, guard: StepBoundary) -> str:
             if run.time_is_up(state, since):  # checked before the step: a run resumed with no time left trains nothing
                 return "time_limit"
             with guard.step():
-                batch = batch.to(run.device)
+                batch, lr, p = batch.to(run.device), run.optimizer.param_groups[0]["lr"], _scheduled_p(run, state)
+                if p > 0:  # scheduled sampling: the decoder reads some of its own predictions (config.scheduled_sampling)
+                    batch = scheduled_inputs(run.model, batch, p, run.criterion.pad_id, step_generator(run.config.seed, state.step), run.autocast)
                 try:
                     loss = train_step(run.step_model, batch, run.criterion, run.optimizer, run.scheduler, run.config.clip_norm, run.autocast)
                 except DivergedError as err:
@@ -364,6 +375,8 @@ def run_epoch(run: Run, state: TrainState, guard: StepBoundary) -> str:
                 state.epoch_time_s += now - since
                 state.train_time_s += now - since
                 since = now
+            if run.writer is not None:
+                log_step(run.writer, state.step, loss.item(), lr, p)
             bar.update(1)
             if run.progress and (state.step % 10 == 0 or i + 1 == len(run.batcher)):
                 bar.set_postfix(loss=f"{loss.item():.3f}", lr=f"{run.scheduler.get_last_lr()[0]:.2e}")
@@ -415,6 +428,8 @@ def end_epoch(run: Run, state: TrainState, last: bool, guard: StepBoundary) -> N
         "tokens_per_s": state.epoch_tokens / max(state.epoch_time_s, 1e-9), "epoch_time_s": state.epoch_time_s,
         "elapsed_s": run.wall_seconds(state),  # since the run began, every call together
     }  # fmt: skip
+    if run.writer is not None:
+        log_epoch(run.writer, entry)
     if run.log:
         bleu_text = f", val BLEU {val_bleu:.2f}" if val_bleu is not None else ""
         print(f"epoch {entry['epoch']:>3}  step {state.step:>6}  train loss {entry['train_loss']:.3f}  val loss {val_loss:.3f} "
@@ -564,6 +579,7 @@ def train(
     data_dir: str | os.PathLike | None = None,
     evaluate_test: bool = True,
     log: bool | None = None,
+    tensorboard: bool | str | os.PathLike | None = None,
 ) -> dict:
     """Train a German→English Transformer on Multi30k and evaluate it.
 
@@ -591,6 +607,9 @@ def train(
         max_minutes: overrides ``config.max_minutes``; counts training time over every resumed call.
         max_steps: stop after this many updates (without the test); resume later.
         evaluate_test: run the final test (when the corpus has ``test_2016_flickr``).
+        tensorboard: also log to TensorBoard (:mod:`.tensorboard`): ``True`` into
+            ``<out_dir>/tensorboard``, or a folder. Needs the optional extra
+            (``pip install "transformer-lessons[tensorboard]"``); refused at once without it.
 
     Returns:
         ``history``, ``step``, ``best_epoch``, ``best_val_bleu``, ``train_time_s``,
@@ -601,6 +620,7 @@ def train(
     config = config.replace(max_minutes=max_minutes) if max_minutes is not None else config
     if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
         raise ValueError(f"max_steps must be a whole number >= 1 or None, got {max_steps!r}")
+    check_tensorboard(tensorboard)  # a missing extra is said before any data or training work
     device = resolve_device(device)
     out = make_out_dir(out_dir if out_dir is not None else default_out_dir(config.name))
     with run_lock(out):
@@ -614,16 +634,29 @@ def train(
         state = restore(run, saved) if saved is not None else TrainState()
         if saved is not None and log:
             print(f"resuming {last}: epoch {state.epoch + 1}, step {state.step}", flush=True)
-        stopped = train_epochs(run, state)
-        result = {
-            "history": state.history, "step": state.step, "best_epoch": state.best_epoch,
-            "best_val_bleu": state.best_val_bleu if state.best_epoch is not None else None,
-            "train_time_s": state.train_time_s, "stopped": stopped, "out_dir": str(out), "test": None,
-        }  # fmt: skip
-        if stopped != "max_steps" and evaluate_test and "test_2016_flickr" in corpus.text:
-            result["metrics"] = final_test(run, state, stopped)
-            result["test"] = result["metrics"]["test_2016_flickr"]
-        return result
+        log_dir = tensorboard_dir(tensorboard, out)
+        run.writer = open_writer(log_dir, state.step) if log_dir is not None else None
+        try:
+            stopped = train_epochs(run, state)
+            return _finish(run, state, stopped, evaluate_test)
+        finally:
+            if run.writer is not None:
+                run.writer.close()
+
+
+def _finish(run: Run, state: TrainState, stopped: str, evaluate_test: bool) -> dict:
+    """What :func:`train` returns, after the final test when the run ended and the corpus has a test set."""
+    result = {
+        "history": state.history, "step": state.step, "best_epoch": state.best_epoch,
+        "best_val_bleu": state.best_val_bleu if state.best_epoch is not None else None,
+        "train_time_s": state.train_time_s, "stopped": stopped, "out_dir": str(run.out), "test": None,
+    }  # fmt: skip
+    if stopped != "max_steps" and evaluate_test and "test_2016_flickr" in run.corpus.text:
+        result["metrics"] = final_test(run, state, stopped)
+        result["test"] = result["metrics"]["test_2016_flickr"]
+        if run.writer is not None:
+            log_test(run.writer, state.step, result["test"])
+    return result
 
 
 __all__ = [
