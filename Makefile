@@ -1,11 +1,11 @@
-# The two commands of the README:  make lab  and  make test.
+# The two commands of the README:  make learn  (the course, exercises open)  and  make test.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 # Tests and CI read Multi30k from the shared copy beside the project when there is one.
 DATA   ?= $(abspath $(wildcard ../shared/data/multi30k))
 
-.PHONY: lab test unit notebooks setup bench clean execute learner learner-test browser-test ci
+.PHONY: learn lab test unit notebooks setup bench clean execute learner learner-test browser-test ci
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -13,7 +13,7 @@ $(BIN)/python:
 # Installed once, again whenever pyproject.toml changes. torch is pinned first, on its own,
 # so that nothing else can pull a newer release. On Linux, PyPI's torch is the CUDA build
 # with its NVIDIA libraries (gigabytes); on a machine without an NVIDIA GPU,
-#   make lab TORCH_INDEX=https://download.pytorch.org/whl/cpu
+#   make learn TORCH_INDEX=https://download.pytorch.org/whl/cpu
 # installs PyTorch's CPU-only build of the same version instead.
 TORCH_INDEX ?=
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
@@ -24,8 +24,19 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 setup: $(VENV)/.installed
 
+# JupyterLab on the lessons: learn opens learner/ (the exercises, for you to write), lab opens notebooks/
+# (the same lessons solved). ARGS goes to jupyter lab as it is, for example
+#   make learn ARGS="--no-browser --port 8890"
+#   make learn ARGS="--IdentityProvider.token=choose-a-secret"
+# (`.venv/bin/jupyter lab --help` lists the options). `:=` so that an ARGS variable of your shell is not
+# picked up by accident; only `make learn ARGS=...` sets it.
+ARGS :=
+
+learn: setup
+	$(BIN)/jupyter lab learner/ $(ARGS)
+
 lab: setup
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/jupyter lab notebooks/ $(ARGS)
 
 # Every test: unit tests, then every notebook executed by nbval in quick mode.
 # TQDM_MININTERVAL: progress bars refresh at most every 5 s, so a long bar cannot flood
@@ -46,11 +57,14 @@ bench: setup
 	$(BIN)/python benchmarks/bench_train.py
 
 # Re-run every notebook in place in the quick mode and save its outputs (after changing a lesson or the
-# package), starting without runs/ as a fresh checkout does. The Colab cells are stamped first, so that the
-# saved notebooks hold their executed versions; learner/ is rebuilt from the result.
+# package), starting without the runs the notebooks train, as a fresh checkout does (they go to the top-level
+# runs/; NOTEBOOK_RUNS names them, and any other run there is kept; notebooks/runs is where they went before).
+# The Colab cells are stamped first, so that the saved notebooks hold their executed versions; learner/ is
+# rebuilt from the result.
+NOTEBOOK_RUNS := runs/quick runs/09_resume_demo
 execute: setup
 	$(BIN)/python -m transformer_lessons.authoring.colab
-	rm -rf notebooks/runs
+	rm -rf notebooks/runs $(NOTEBOOK_RUNS)
 	cd notebooks && TQDM_MININTERVAL=5 TRANSFORMER_LESSONS_MODE=quick TRANSFORMER_LESSONS_DATA="$(DATA)" MPLBACKEND=agg \
 		../$(BIN)/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=1200 [0-9][0-9]_*.ipynb
 	$(MAKE) learner

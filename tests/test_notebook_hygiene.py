@@ -7,11 +7,14 @@ lesson that forgets to tell the learner what they will get out of it.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from pathlib import Path
 
 import pytest
+
+from transformer_lessons.viz._widgets import STATIC_COPY_NOTE
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 # Notebooks whose lesson includes an interactive attention explorer (issue: foundation, §4).
@@ -139,13 +142,31 @@ def test_every_list_of_the_course_gives_the_durations_the_notebooks_give():
         assert minutes == intros, f"{where} disagrees with the notebooks' introductions: {minutes} vs {intros}"
 
 
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def _is_static_copy(output: dict) -> bool:
+    """An output holding only a PNG marked as a widget's static copy (``viz._widgets._static_copy``)."""
+    data = output.get("data", {})
+    if set(data) != {"image/png"}:
+        return False
+    png = base64.b64decode("".join(data["image/png"]))
+    return png.startswith(b"\x89PNG") and STATIC_COPY_NOTE.encode() in png
+
+
 def test_saved_widgets_carry_a_picture_for_viewers_without_widgets(notebook):
-    # GitHub, nbviewer and HTML exports cannot run ipywidgets: each explorer's saved output holds a PNG too.
+    # GitHub, nbviewer and HTML exports cannot run ipywidgets, and an HTML export shows a widget's own output as an
+    # empty box when the notebook saved the widget state: each explorer leaves a static copy of its picture, an
+    # output of its own right after the widget (transformer_lessons/viz/_widgets.py says why).
     path, nb = notebook
     explorers = [c for c in nb["cells"] if re.search(r"\b(attention_explorer|positional_encoding_explorer|generation_stepper|translator)\(", _source(c))]
     for c in explorers:  # (tqdm's progress bars are widgets too, and need no picture)
-        assert c.get("outputs"), f"{path.name}: the explorer in cell {c.get('id')} is saved without its output"
-        for o in c.get("outputs", []):
-            bundle = o.get("data", {})
-            if "application/vnd.jupyter.widget-view+json" in bundle:
-                assert "image/png" in bundle, f"{path.name}: a widget output in cell {c.get('id')} has no static image"
+        outputs = c.get("outputs", [])
+        assert outputs, f"{path.name}: the explorer in cell {c.get('id')} is saved without its output"
+        copies = [i for i, o in enumerate(outputs) if _is_static_copy(o)]
+        assert copies, (
+            f"{path.name}: the explorer in cell {c.get('id')} is saved without a static copy of its picture "
+            "(saved by an older version of the package?): re-run the notebook, e.g. `make execute`"
+        )
+        for i in copies:
+            assert i > 0 and WIDGET_VIEW in outputs[i - 1].get("data", {}), f"{path.name}: a static copy in cell {c.get('id')} follows no widget"

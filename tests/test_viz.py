@@ -11,6 +11,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import base64
+import io
 import re
 import subprocess
 import sys
@@ -20,6 +22,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
+from PIL import Image
 
 from transformer_lessons import PRESETS, Transformer, padding_mask, target_mask, viz
 from transformer_lessons.layers import sinusoidal_positional_encoding
@@ -154,7 +157,7 @@ def test_attention_explorer_redraws_on_change(model_attention):
     explorer.controls["head"].value = 1
     assert explorer.figure is not before_fig
     assert explorer._png != before_png
-    assert explorer.output.outputs[0]["data"]["image/png"]  # the static image a plain export shows
+    assert explorer.output.outputs[0]["data"]["image/png"]  # the picture on screen
 
 
 def test_attention_explorer_accepts_a_single_tensor():
@@ -261,13 +264,54 @@ def test_translator_answers_awkward_input_in_the_widget(random_translator_parts)
         viz.translator(model, src_vocab, tgt_vocab, sentence=42)
 
 
-def test_translator_static_display_carries_the_picture(random_translator_parts):
-    import base64
+def _displayed(widget, monkeypatch) -> list[dict]:
+    """The outputs ``widget`` leaves when a notebook displays it (what IPython's ``display`` receives)."""
+    shown = []
+    for module in ("transformer_lessons.viz._widgets", "transformer_lessons.viz.translator"):  # (viz.translator is the function)
+        monkeypatch.setattr(sys.modules[module], "display", lambda bundle, raw=False: shown.append(bundle))
+    widget._ipython_display_()
+    return shown
 
+
+def _pixels(png_base64: str) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(base64.b64decode(png_base64))).convert("RGBA"))
+
+
+def _static_copy_shown_and_hidden(widget, live_png: bytes, monkeypatch) -> dict:
+    """Display ``widget``; check its two outputs and the CSS that hides the copy. Returns the widget's own output."""
+    own, copy = _displayed(widget, monkeypatch)
+    assert sorted(own) == ["application/vnd.jupyter.widget-view+json", "text/plain"]  # the live widget, a stable text
+    assert sorted(copy) == ["image/png"]  # nbval compares no image: the copy changes no saved comparison
+    live = base64.b64encode(live_png).decode("ascii")
+    assert copy["image/png"] != live and viz._widgets.STATIC_COPY_NOTE.encode() in base64.b64decode(copy["image/png"])
+    np.testing.assert_array_equal(_pixels(copy["image/png"]), _pixels(live))  # the same picture
+    # The widget carries the rule that hides the copy where it is drawn live; the rule spares the live picture.
+    style = widget._static_copies.value
+    tails = re.findall(r'img\[src\$="([A-Za-z0-9+/=]+)"\]', style)
+    assert tails and all(copy["image/png"].endswith(t) and not live.endswith(t) for t in tails), style
+    assert widget._static_copies in widget.children and widget._static_copies.layout.display == "none"
+    return own
+
+
+@pytest.mark.parametrize("make", ["attention", "positional", "stepper"])
+def test_figure_widgets_display_a_static_copy_only_their_live_view_hides(make, model_attention, monkeypatch):
+    attention, src_tokens, tgt_tokens = model_attention
+    widget = {
+        "attention": lambda: viz.attention_explorer(attention, src_tokens, tgt_tokens),
+        "positional": lambda: viz.positional_encoding_explorer(max_len=12, d_model=8),
+        "stepper": lambda: viz.generation_stepper(src_tokens[0], ["a", "dog", "runs", "<eos>"], [w[0] for w in attention["cross"]]),
+    }[make]()
+    own = _static_copy_shown_and_hidden(widget, widget._png, monkeypatch)
+    assert own["text/plain"] == widget.describe()
+
+
+def test_translator_displays_a_static_copy_of_its_word_by_word_picture(random_translator_parts, monkeypatch):
     model, src_vocab, tgt_vocab = random_translator_parts
-    bundle = viz.translator(model, src_vocab, tgt_vocab, sentence="Ein Mann .", beam_size=1)._repr_mimebundle_()
-    assert base64.b64decode(bundle["image/png"]).startswith(b"\x89PNG")
-    assert "Ein Mann ." in bundle["text/plain"]
+    t = viz.translator(model, src_vocab, tgt_vocab, sentence="Ein Mann .", beam_size=1)
+    own = _static_copy_shown_and_hidden(t, t.stepper._png, monkeypatch)
+    assert "Ein Mann ." in own["text/plain"]
+    empty = viz.translator(model, src_vocab, tgt_vocab, sentence="")
+    assert len(_displayed(empty, monkeypatch)) == 1  # nothing translated, no picture to copy
 
 
 def test_positional_encoding_explorer_follows_its_sliders():
@@ -369,7 +413,7 @@ def test_attention_explorer_rejects_tokens_that_do_not_fit(model_attention):
 def test_attention_explorer_without_choices_has_no_controls():
     explorer = viz.attention_explorer(_random_attention(1, 1, 3, 3), list("abc"))
     assert explorer.controls == {}
-    assert explorer._repr_mimebundle_()["image/png"]  # still shows its heatmap
+    assert explorer._png.startswith(b"\x89PNG")  # still draws its heatmap
 
 
 def test_generation_stepper_escapes_tokens_and_lines_bars_up_with_the_heatmap():

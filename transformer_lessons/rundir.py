@@ -1,5 +1,10 @@
 """A training run's output folder: where it is, and the lock that lets only one run write to it.
 
+Runs go to one ``runs/`` folder: in a clone of the course, the one at the
+repository's top level, wherever the notebook or command runs (a notebook runs
+in ``notebooks/`` or ``learner/``, and its runs must not land among the lessons);
+elsewhere, ``./runs``. ``$TRANSFORMER_LESSONS_RUNS`` overrides both.
+
 Two runs writing ``last.pt`` in one folder would each report success while
 overwriting the other's checkpoints. :func:`run_lock` makes the second one stop
 at once with a message naming the first. The lock is an operating-system lock on
@@ -11,19 +16,68 @@ leaves a folder locked.
 from __future__ import annotations
 
 import os
+import re
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
 from transformer_lessons.errors import RunInUseError, TrainingError
 
+try:
+    import tomllib  # Python 3.11+
+except ModuleNotFoundError:  # Python 3.10: a clone is still found by its .git folder
+    tomllib = None
+
 LOCK_NAME = ".run.lock"
+RUNS_ENV = "TRANSFORMER_LESSONS_RUNS"  # a folder for every run, instead of the repository's runs/
+PROJECT_NAME = "transformer-lessons"  # pyproject.toml's [project] name: how a clone of the course is recognised
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()  # PEP 503: transformer_lessons == Transformer-Lessons
+
+
+def _is_course_root(folder: Path) -> bool:
+    """``folder`` is the top of a clone: the package beside ``.git``, or this project's ``pyproject.toml``."""
+    if (folder / ".git").exists() and (folder / "transformer_lessons").is_dir():
+        return True
+    pyproject = folder / "pyproject.toml"
+    if tomllib is None or not pyproject.is_file():
+        return False
+    try:
+        name = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {}).get("name", "")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False
+    return isinstance(name, str) and _normalized(name) == PROJECT_NAME
+
+
+def course_root(start: str | os.PathLike | None = None) -> Path | None:
+    """The top folder of the clone of the course that holds ``start`` (default: the current directory), or None."""
+    folder = Path(start if start is not None else Path.cwd()).resolve()
+    for candidate in (folder, *folder.parents):
+        if _is_course_root(candidate):
+            return candidate
+    return None
 
 
 def default_out_dir(name: str) -> Path:
-    """Where a run named ``name`` writes by default: ``runs/<name>`` under the current directory
-    (or under ``$TRANSFORMER_LESSONS_RUNS``)."""
-    return Path(os.environ.get("TRANSFORMER_LESSONS_RUNS", "runs")) / name
+    """Where a run named ``name`` writes by default.
+
+    ``$TRANSFORMER_LESSONS_RUNS/<name>`` when that is set; else, inside a clone of
+    the course, ``runs/<name>`` at the repository's top level (given relative to the
+    current directory, e.g. ``../runs/quick`` from ``notebooks/``, so that a printed
+    path names no folder of this machine); else ``runs/<name>`` here.
+    """
+    chosen = os.environ.get(RUNS_ENV, "")
+    if chosen:
+        return Path(chosen) / name
+    root = course_root()
+    if root is None:
+        return Path("runs") / name
+    try:
+        return Path(os.path.relpath(root / "runs", Path.cwd().resolve())) / name
+    except ValueError:  # Windows: the clone is on another drive than the current directory
+        return root / "runs" / name
 
 
 def make_out_dir(out: str | os.PathLike) -> Path:
@@ -83,4 +137,4 @@ def run_lock(out: str | os.PathLike) -> Iterator[Path]:
         handle.close()  # closing releases the lock
 
 
-__all__ = ["LOCK_NAME", "default_out_dir", "make_out_dir", "run_lock"]
+__all__ = ["LOCK_NAME", "course_root", "default_out_dir", "make_out_dir", "run_lock"]

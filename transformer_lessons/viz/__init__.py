@@ -25,8 +25,11 @@ controls over an ``Output`` showing a PNG of the current figure, and expose:
 * ``.current_matrix()`` (and friends): the numbers on screen, as numpy arrays;
 * ``.figure``: the last matplotlib Figure drawn.
 
-``_widgets.py`` says why a widget shows its figure the way it does (so that
-nbval and ``nbconvert --execute`` agree on a notebook's outputs).
+Displayed in a notebook, a widget also leaves a static copy of its picture, an
+output of its own that HTML exports, GitHub and nbviewer show and that is hidden
+wherever the widget runs live. ``_widgets.py`` says why a widget shows its figure
+the way it does (so that nbval and ``nbconvert --execute`` agree on a notebook's
+outputs, and an export is never an empty box).
 """
 
 from __future__ import annotations

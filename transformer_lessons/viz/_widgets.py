@@ -1,4 +1,4 @@
-"""What the widgets share: a figure shown as a PNG under the controls, and the head choice.
+"""What the widgets share: a figure shown as a PNG under the controls, its static copy, and the head choice.
 
 A widget (``attention_explorer``, ``positional_encoding_explorer``,
 ``generation_stepper``) is a ``_FigureWidget``: a ``VBox`` of controls over an
@@ -9,25 +9,46 @@ output captured by an ``Output`` context reaches the kernel's iopub channel as
 ordinary ``display_data`` (the *frontend* redirects it). ``nbconvert --execute``
 files it inside the widget state while nbval counts it as cell output, so the
 two disagree and a notebook could never pass nbval. Setting the ``outputs``
-trait travels as widget state only, so both see the same thing. The widget's
-own display also carries the PNG (``image/png``) and a short stable text: a
-notebook viewer without live widgets (GitHub, nbviewer) still shows the
-heatmap, and nbval compares only the text.
+trait travels as widget state only, so both see the same thing.
+
+Why a widget leaves two outputs, itself and a static copy of its picture: where
+no live widget can run (an HTML export, GitHub, nbviewer) the picture must
+still be there. Inside the widget's own output it cannot be: an HTML export
+(``jupyter nbconvert --to html``) prefers the widget view to every other entry
+of that output whenever the notebook saved the widget's state (``nbconvert
+--execute`` does), and that view is an empty box until a script from a CDN
+draws it, which offline never happens. So :meth:`_StaticCopies.show` displays
+the PNG once more as an output of its own, marked (a PNG text chunk) so that its
+bytes differ from the live picture's, and puts a CSS rule inside the widget that
+hides exactly that image (``img[src$="<the end of its data: URL>"]``). The rule
+exists only where the widget is drawn live, so in JupyterLab the learner sees
+the picture once, live, while every static view shows the copy. (A front end
+that shows PNGs other than as ``data:`` URLs, as VS Code may, shows the copy
+under the live widget.) The widget's own output keeps only a short stable text
+(nbval compares it); the copy holds only ``image/png``, which nbval does not
+compare, so saved notebooks and fresh runs still agree.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
+import struct
+import zlib
 from typing import Sequence
 
 import ipywidgets as widgets
 import numpy as np
+from IPython.display import display
 from matplotlib.figure import Figure
 
 HIGHLIGHT_COLOR = "#e8590c"  # the selected row/column/step in widgets
 MEAN_OF_HEADS = "mean"  # value of the head control that averages the heads
 WIDGET_DPI = 80  # PNGs shown by widgets: sharp enough on screen, small in the .ipynb
+STATIC_COPY_NOTE = "transformer_lessons static copy"  # the text chunk that marks a widget's static copy
+_PNG_END = b"\x00\x00\x00\x00IEND\xaeB`\x82"  # the IEND chunk every PNG ends with
+_TAIL_CHARS = 64  # the static copy's base64 ends with these: its text chunk (with the hash) and IEND
 
 
 def _png_bytes(fig: Figure) -> bytes:
@@ -42,6 +63,39 @@ def _widget_figure(width: float, height: float) -> Figure:
     return Figure(figsize=(width, height), layout="constrained")
 
 
+def _static_copy(png: bytes) -> bytes:
+    """``png`` with a text chunk saying it is a static copy, placed before ``IEND``.
+
+    The picture is the same; the bytes, and so the end of its base64 ``data:``
+    URL, differ from the live picture's (the chunk names a hash of ``png``).
+    """
+    if not png.endswith(_PNG_END):
+        raise ValueError("expected a PNG ending with its IEND chunk")
+    text = b"Comment\x00" + f"{STATIC_COPY_NOTE} {hashlib.sha256(png).hexdigest()[:16]}".encode("ascii")
+    chunk = struct.pack(">I", len(text)) + b"tEXt" + text + struct.pack(">I", zlib.crc32(b"tEXt" + text))
+    return png[: -len(_PNG_END)] + chunk + _PNG_END
+
+
+class _StaticCopies(widgets.HTML):
+    """An invisible child of a widget: the CSS that hides the widget's static copies while it is drawn live."""
+
+    def __init__(self):
+        super().__init__(layout=widgets.Layout(display="none"))
+        self._rules: dict[str, None] = {}  # an ordered set
+
+    def show(self, png: bytes) -> None:
+        """Display a static copy of ``png`` as an output of its own, hidden wherever this widget is live."""
+        if not png:
+            return
+        data = base64.b64encode(_static_copy(png)).decode("ascii")
+        display({"image/png": data}, raw=True)
+        image = f'img[src$="{data[-_TAIL_CHARS:]}"]'
+        # The image itself, then (JupyterLab, and `:has` permitting) its whole output row with the prompt's space.
+        self._rules[f"{image} {{display: none !important}}"] = None
+        self._rules[f".jp-OutputArea-child:has(> .jp-OutputArea-output > {image}) {{display: none !important}}"] = None
+        self.value = "<style>\n" + "\n".join(self._rules) + "\n</style>"
+
+
 class _FigureWidget(widgets.VBox):
     """Controls above an ``Output`` that shows the current figure as a PNG."""
 
@@ -54,7 +108,8 @@ class _FigureWidget(widgets.VBox):
         self.figure: Figure | None = None
         self._png = b""
         self._busy = False  # set while one change adjusts other controls: draw once
-        self.children = [*self.controls.values(), *extra, self.output]
+        self._static_copies = _StaticCopies()
+        self.children = [*self.controls.values(), *extra, self.output, self._static_copies]
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
 
@@ -87,12 +142,13 @@ class _FigureWidget(widgets.VBox):
 
     def _repr_mimebundle_(self, **kwargs):
         data = super()._repr_mimebundle_(**kwargs) or {}
-        # Stable text for nbval and text-only viewers; the PNG for viewers without
-        # live widgets. Frontends with widgets rank the widget view above both.
-        data["text/plain"] = self.describe()
-        if self._png:
-            data["image/png"] = base64.b64encode(self._png).decode("ascii")
+        data["text/plain"] = self.describe()  # stable text for nbval and text-only viewers
         return data
+
+    def _ipython_display_(self) -> None:
+        """The widget, then a static copy of its picture (see the module's docstring)."""
+        display(self._repr_mimebundle_(), raw=True)
+        self._static_copies.show(self._png)
 
 
 def _head_options(n_heads: int) -> list[tuple[str, object]]:

@@ -7,13 +7,14 @@ with the :func:`~transformer_lessons.viz.stepper.generation_stepper` view.
 
 from __future__ import annotations
 
-import base64
 import html
 import warnings
 
 import ipywidgets as widgets
+from IPython.display import display
 
 from transformer_lessons.decode import translate as _translate
+from transformer_lessons.viz._widgets import _StaticCopies
 from transformer_lessons.viz.stepper import GenerationStepper
 
 MAX_WIDGET_BEAM = 8  # the translator's beam slider: beyond ~8 beams Multi30k gains nothing and a CPU waits
@@ -47,8 +48,9 @@ class Translator(widgets.VBox):
         self.stepper: GenerationStepper | None = None
         self.translation = ""
         self.details: dict | None = None
+        self._static_copies = _StaticCopies()
         self.children = [self.controls["text"], widgets.HBox([self.controls["decoding"], self.controls["beam"]]),
-                         self.button, self.result, self.view]
+                         self.button, self.result, self.view, self._static_copies]
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
         self.button.on_click(lambda _button: self.translate())
@@ -120,10 +122,14 @@ class Translator(widgets.VBox):
 
     def _repr_mimebundle_(self, **kwargs):
         data = super()._repr_mimebundle_(**kwargs) or {}
-        data["text/plain"] = self.describe()  # stable text for nbval; the picture for viewers without live widgets
-        if self.stepper is not None and self.stepper._png:
-            data["image/png"] = base64.b64encode(self.stepper._png).decode("ascii")
+        data["text/plain"] = self.describe()  # stable text for nbval and text-only viewers
         return data
+
+    def _ipython_display_(self) -> None:
+        """The widget, then a static copy of the word-by-word picture (see ``viz/_widgets.py``)."""
+        display(self._repr_mimebundle_(), raw=True)
+        if self.stepper is not None:
+            self._static_copies.show(self.stepper._png)
 
 
 def translator(model, src_vocab, tgt_vocab, sentence: str = "Ein Mann fährt Fahrrad.", beam_size: int = 4,

@@ -1,0 +1,210 @@
+"""A learner's laptop: the commands that open the course, where runs go, what git ignores, and HTML exports.
+
+* ``make learn`` opens ``learner/`` and ``make lab`` opens ``notebooks/``; ``ARGS``
+  reaches ``jupyter lab`` (checked with ``make -n``: no server starts);
+* training writes the repository's top-level ``runs/``, never a folder of lessons;
+* ``git`` ignores runs, HTML exports and checkpoints, not the lessons;
+* a static HTML export (``jupyter nbconvert --to html``) shows every explorer's
+  picture, although the notebook saved the widgets' state (which makes the
+  exporter prefer the widget view, an empty box until a script from a CDN draws it).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from transformer_lessons.rundir import PROJECT_NAME, RUNS_ENV, course_root, default_out_dir
+
+ROOT = Path(__file__).resolve().parent.parent
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+
+# --- make learn / make lab ----------------------------------------------------------------------
+
+
+def _make_dry_run(*args: str) -> list[str]:
+    """The commands ``make -n`` prints (nothing runs), with ``ARGS`` from the shell set to a decoy."""
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    env = {**os.environ, "ARGS": "--from-the-shell"}  # must not reach jupyter: only `make ... ARGS=` does
+    done = subprocess.run(["make", "-n", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+@pytest.mark.parametrize("target, folder", [("learn", "learner/"), ("lab", "notebooks/")])
+def test_make_opens_jupyterlab_on_its_folder_with_the_args_given(target, folder):
+    lines = _make_dry_run(target, "ARGS=--no-browser --port 8890 --IdentityProvider.token=abc")
+    lab = [shlex.split(line) for line in lines if "jupyter lab" in line]
+    assert lab == [[".venv/bin/jupyter", "lab", folder, "--no-browser", "--port", "8890", "--IdentityProvider.token=abc"]], lines
+    plain = [shlex.split(line) for line in _make_dry_run(target) if "jupyter lab" in line]
+    assert plain == [[".venv/bin/jupyter", "lab", folder]], "an ARGS of the shell must not reach jupyter lab"
+
+
+def test_the_readmes_two_commands_are_make_targets():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    first_block = readme.split("```bash", 1)[1].split("```", 1)[0]
+    commands = [line.split("#")[0].split() for line in first_block.strip().splitlines()]
+    assert [c[:2] for c in commands] == [["make", "learn"], ["make", "test"]], first_block
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    for target in ("learn", "lab", "test"):
+        assert f"\n{target}: " in makefile, f"the Makefile has no {target} target"
+    assert "ARGS=" in readme, "the README should say how to pass options to JupyterLab"
+
+
+# --- where runs go -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def no_runs_env(monkeypatch):
+    monkeypatch.delenv(RUNS_ENV, raising=False)
+
+
+@pytest.mark.parametrize("where", [".", "notebooks", "learner", "transformer_lessons/viz"])
+def test_runs_go_to_the_repositorys_runs_folder_from_anywhere_in_the_clone(where, no_runs_env, monkeypatch):
+    monkeypatch.chdir(ROOT / where)
+    out = default_out_dir("quick")
+    assert (Path.cwd() / out).resolve() == ROOT / "runs" / "quick"
+    assert not out.is_absolute(), "relative, so that a printed path names no folder of this machine"
+    assert out == Path(os.path.relpath(ROOT, ROOT / where)) / "runs" / "quick"
+
+
+def test_runs_outside_a_clone_go_to_runs_here(tmp_path, no_runs_env, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert course_root() is None
+    assert default_out_dir("quick") == Path("runs") / "quick"
+
+
+def test_the_environment_variable_wins(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT / "notebooks")
+    monkeypatch.setenv(RUNS_ENV, str(tmp_path / "elsewhere"))
+    assert default_out_dir("quick") == tmp_path / "elsewhere" / "quick"
+
+
+def test_a_clone_is_recognised_by_its_pyproject_or_by_git_beside_the_package(tmp_path, no_runs_env, monkeypatch):
+    ours, other, bare = tmp_path / "ours", tmp_path / "other", tmp_path / "bare"
+    (ours / "lessons" / "deeper").mkdir(parents=True)
+    (ours / "pyproject.toml").write_text(f'[project]\nname = "{PROJECT_NAME.replace("-", "_")}"\n', encoding="utf-8")
+    (other / "sub").mkdir(parents=True)
+    (other / "pyproject.toml").write_text('[project]\nname = "something-else"\n', encoding="utf-8")
+    (bare / ".git").mkdir(parents=True)
+    (bare / "transformer_lessons").mkdir()
+    (bare / "notebooks").mkdir()
+    assert course_root(ours / "lessons" / "deeper") == ours.resolve()
+    assert course_root(other / "sub") is None
+    assert course_root(bare / "notebooks") == bare.resolve()
+    monkeypatch.chdir(ours / "lessons" / "deeper")
+    assert default_out_dir("x") == Path("..") / ".." / "runs" / "x"
+
+
+def test_the_package_name_is_pyprojects():
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert f'\nname = "{PROJECT_NAME}"\n' in text
+
+
+# --- what git ignores ------------------------------------------------------------------------------
+
+
+def _ignored(path: str) -> bool:
+    done = subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=ROOT, capture_output=True, timeout=30)
+    if done.returncode not in (0, 1):
+        pytest.skip(f"git check-ignore failed here: {done.stderr.decode(errors='replace').strip()}")
+    return done.returncode == 0
+
+
+@pytest.mark.parametrize("path, ignored", [
+    ("runs/quick/last.pt", True),
+    ("notebooks/runs/quick/best.pt", True),
+    ("learner/runs/09_resume_demo/last.pt", True),
+    ("notebooks/01_self_attention.html", True),
+    ("learner/01_self_attention.html", True),
+    ("notebooks/.ipynb_checkpoints/01_self_attention-checkpoint.ipynb", True),
+    ("learner/.ipynb_checkpoints/01_self_attention-checkpoint.ipynb", True),
+    ("notebooks/01_self_attention.ipynb", False),
+    ("learner/01_self_attention.ipynb", False),
+])
+def test_git_ignores_runs_exports_and_checkpoints_not_the_lessons(path, ignored):
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    assert _ignored(path) == ignored, f"{path} should {'' if ignored else 'not '}be ignored"
+
+
+# --- a static HTML export shows every explorer's picture ----------------------------------------------
+
+SETUP = """\
+import torch
+from transformer_lessons import PRESETS, Transformer, padding_mask, target_mask, viz
+from transformer_lessons.data import SPECIALS, Vocab
+
+torch.manual_seed(0)
+src_vocab = Vocab([*SPECIALS, "Ein", "Mann", "fährt", "Fahrrad", "."])
+tgt_vocab = Vocab([*SPECIALS, "A", "man", "rides", "a", "bike", "."])
+model = Transformer(PRESETS["tiny"].replace(max_len=32), len(src_vocab), len(tgt_vocab)).eval()
+src, tgt = torch.tensor([[4, 5, 6, 7, 3]]), torch.tensor([[2, 4, 5, 6]])
+model(src, tgt, padding_mask(src, 1), target_mask(tgt, 1))
+attention = model.attention_weights()
+"""
+EXPLORERS = {
+    "attention_explorer": 'viz.attention_explorer(attention, ["Ein", "Mann", "fährt", "Fahrrad", "<eos>"], ["<bos>", "A", "man", "rides"])',
+    "generation_stepper": 'viz.generation_stepper(["Ein", "Mann", "fährt", "Fahrrad", "<eos>"], ["A", "man", "rides", "<eos>"], attention)',
+    "positional_encoding_explorer": "viz.positional_encoding_explorer(max_len=20, d_model=16)",
+    "translator": 'viz.translator(model, src_vocab, tgt_vocab, sentence="Ein Mann fährt Fahrrad .", beam_size=1)',
+}
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """A notebook with one explorer of each kind, executed as ``nbconvert --execute`` does and exported to HTML."""
+    nbformat = pytest.importorskip("nbformat")
+    from nbconvert import HTMLExporter
+    from nbconvert.preprocessors import ExecutePreprocessor
+
+    folder = tmp_path_factory.mktemp("export")
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(SETUP)] + [nbformat.v4.new_code_cell(code) for code in EXPLORERS.values()]
+    with pytest.MonkeyPatch.context() as patch:  # the kernel inherits this environment
+        patch.setenv("MPLBACKEND", "agg")
+        patch.setenv("TRANSFORMER_LESSONS_MODE", "quick")
+        ExecutePreprocessor(timeout=120, kernel_name="python3").preprocess(nb, {"metadata": {"path": str(folder)}})
+    html, _ = HTMLExporter().from_notebook_node(nb)
+    (folder / "explorers.html").write_text(html, encoding="utf-8")  # to look at after a failure
+    return nb, html
+
+
+def test_each_explorer_leaves_the_widget_and_a_static_copy_of_its_picture(exported):
+    nb, _ = exported
+    state = nb.metadata["widgets"][WIDGET_STATE]["state"]
+    for name, cell in zip(EXPLORERS, nb.cells[1:]):
+        errors = [o for o in cell.outputs if o.output_type == "error"]
+        assert not errors, f"{name}: {errors}"
+        assert [sorted(o.get("data", {})) for o in cell.outputs] == [[WIDGET_VIEW, "text/plain"], ["image/png"]], name
+        widget, copy = cell.outputs
+        # The case that used to export an empty box: the saved state holds the widget, so the exporter picks its view.
+        assert widget.data[WIDGET_VIEW]["model_id"] in state, name
+        assert base64.b64decode(copy.data["image/png"]).startswith(b"\x89PNG\r\n\x1a\n"), name
+
+
+def test_a_static_html_export_shows_every_explorers_picture(exported):
+    from bs4 import BeautifulSoup
+
+    nb, html = exported
+    soup = BeautifulSoup(html, "html.parser")
+    cells = soup.select("div.jp-CodeCell")
+    assert len(cells) == len(nb.cells)
+    css = "\n".join(style.get_text() for style in soup.find_all("style"))
+    for name, cell, saved in zip(EXPLORERS, cells[1:], nb.cells[1:]):
+        copy = saved.outputs[1].data["image/png"]
+        images = [img["src"] for img in cell.select("div.jp-OutputArea-output > img")]
+        assert images == [f"data:image/png;base64,{copy}"], f"{name}: the export shows {len(images)} pictures, not its static copy"
+        assert cell.select(f'script[type="{WIDGET_VIEW}"]'), f"{name}: the live widget is gone from the export"
+        # The rule that hides the copy lives in the widget (drawn only by the widget script), never in the page's CSS.
+        assert copy[-40:] not in css, f"{name}: the page's own CSS hides the static copy"
