@@ -271,7 +271,7 @@ def _add_train(sub) -> None:
         description="Train on Multi30k with a preset; checkpoints, history.json and metrics.json go to --out.",
     )
     p.add_argument("--preset", choices=PRESETS, default=None, help="quick: CPU, ~2 min; cpu: the course's translator on a CPU, 90 min; full: one GPU, ~15 min (default: $TRANSFORMER_LESSONS_MODE, else full with a GPU, quick without)")
-    p.add_argument("--out", type=existing_dir_or_new, metavar="DIR", help="output directory (default: runs/<preset>)")
+    p.add_argument("--out", type=existing_dir_or_new, metavar="DIR", help="output directory (default: runs/<preset>, in a clone the repository's top-level runs/)")
     _add_data_args(p)
     p.add_argument("--epochs", type=positive_int, metavar="N", help="number of epochs")
     p.add_argument("--limit", type=positive_int, metavar="N", help="use only the first N training pairs")

@@ -306,3 +306,51 @@ def test_translator_follows_a_typed_sentence(browser_page, lab_server, tmp_path)
             _save(page.screenshot(full_page=True), "failure_translator.png", tmp_path)
         raise
 
+
+
+FEEDBACK_NOTEBOOK = "check_feedback.ipynb"
+
+
+def _feedback_notebook(target_dir) -> str:
+    """Three answers to the causal-mask exercise, as a learner writes them: wrong, right, not started."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata = nbformat.read(ROOT / "notebooks" / "03_masks.ipynb", as_version=4).metadata
+    nb.cells = [
+        nbformat.v4.new_code_cell("import torch\nfrom transformer_lessons.checks import check_causal_mask"),
+        nbformat.v4.new_code_cell("def causal_mask(size):\n    return torch.ones(size, size).tril(-1).bool()  # off by one\n\n"
+                                  "check_causal_mask(causal_mask)"),
+        nbformat.v4.new_code_cell("def causal_mask(size):\n    return torch.ones(size, size).tril().bool()\n\ncheck_causal_mask(causal_mask)"),
+        nbformat.v4.new_code_cell("def causal_mask(size):\n    raise NotImplementedError('lower triangle')\n\ncheck_causal_mask(causal_mask)"),
+    ]
+    nbformat.write(nb, target_dir / FEEDBACK_NOTEBOOK)
+    return FEEDBACK_NOTEBOOK
+
+
+def test_a_failing_check_shows_only_its_diagnosis(browser_page, lab_server, tmp_path):
+    page = browser_page
+    try:
+        _open_and_run_all(page, lab_server, _feedback_notebook(lab_server.root_dir))
+        # A failing cell stops Run All (as it should): run the remaining two cells one by one.
+        cells = page.locator(".jp-Notebook .jp-CodeCell")
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('.jp-OutputArea-output')].some(e => e.innerText.includes('causal_mask'))",
+            timeout=RUN_ALL_TIMEOUT_MS,
+        )
+        for index in (2, 3):
+            cells.nth(index).click()
+            page.keyboard.press("Shift+Enter")
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('.jp-OutputArea-output')].some(e => e.innerText.includes('not implemented yet'))",
+            timeout=RUN_ALL_TIMEOUT_MS,
+        )
+        wrong, right, stub = (cells.nth(i).locator(".jp-OutputArea").inner_text() for i in (1, 2, 3))
+        _save(cells.nth(1).screenshot(), "check_feedback_wrong.png", tmp_path)
+        _save(page.screenshot(full_page=True), "check_feedback.png", tmp_path)
+        assert "off by one" in wrong and "tril" in wrong, wrong
+        assert "Traceback" not in wrong and "transformer_lessons" not in wrong and len(wrong.splitlines()) <= 6, wrong
+        assert "causal_mask" in right and "Out[" not in right and "True" not in right, right
+        assert "not implemented yet" in stub and "Traceback" not in stub, stub
+    except BaseException:
+        with contextlib.suppress(Exception):
+            _save(page.screenshot(full_page=True), "failure_feedback.png", tmp_path)
+        raise
