@@ -32,41 +32,62 @@ One module per concept, in the order the notebooks meet them:
                                   told from PyTorch's errors, "still checking"
 ``attention``                     scaled dot-product and multi-head attention
 ``masks``                         causal, padding and target masks; converting conventions
+``embeddings``                    token embeddings scaled by √d_model; learned positions
 ``positional``                    the sinusoidal positional encoding
 ``layers``                        layer norm and the position-wise feed-forward
 ``encoder_decoder``               the encoder and decoder layers
+``assembly``                      the whole model from its two halves
+``batching``                      batching by tokens
 ``schedule``                      the learning-rate schedule
+``training``                      the label-smoothing loss and one training step
 ``vocab``                         building a vocabulary
 ``decoding``                      greedy decoding
+``beam``                          one step of beam search
+``bleu``                          BLEU's clipped n-gram precision and brevity penalty
 ================================  ====================================================
 """
 
 from transformer_lessons.checks._frame import ExerciseError
+from transformer_lessons.checks.assembly import check_transformer_forward
 from transformer_lessons.checks.attention import check_multi_head_attention, check_scaled_dot_product_attention
+from transformer_lessons.checks.batching import check_batch_by_tokens
+from transformer_lessons.checks.beam import check_beam_step
+from transformer_lessons.checks.bleu import check_brevity_penalty, check_modified_precision
 from transformer_lessons.checks.decoding import check_greedy_decode
+from transformer_lessons.checks.embeddings import check_embedding_scale, check_learned_positions
 from transformer_lessons.checks.encoder_decoder import check_decoder_layer, check_encoder_layer
 from transformer_lessons.checks.layers import check_feed_forward, check_layer_norm
 from transformer_lessons.checks.masks import check_causal_mask, check_mask_inversion, check_padding_mask, check_target_mask
 from transformer_lessons.checks.positional import check_positional_encoding
 from transformer_lessons.checks.schedule import check_noam_rate
+from transformer_lessons.checks.training import check_label_smoothing_loss, check_train_step
 from transformer_lessons.checks.vocab import check_build_vocab
 
 __all__ = [
     "ExerciseError",
+    "check_batch_by_tokens",
+    "check_beam_step",
+    "check_brevity_penalty",
     "check_build_vocab",
     "check_causal_mask",
     "check_decoder_layer",
+    "check_embedding_scale",
     "check_encoder_layer",
     "check_feed_forward",
     "check_greedy_decode",
+    "check_label_smoothing_loss",
     "check_layer_norm",
+    "check_learned_positions",
     "check_mask_inversion",
+    "check_modified_precision",
     "check_multi_head_attention",
     "check_noam_rate",
     "check_padding_mask",
     "check_positional_encoding",
     "check_scaled_dot_product_attention",
     "check_target_mask",
+    "check_train_step",
+    "check_transformer_forward",
 ]
 
 # Every public name reports this package as its home, where notebooks import it from:
