@@ -115,22 +115,10 @@ class MultiHeadAttention(nn.Module):
         value: torch.Tensor,
         mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        return self.attend(query, *self.project_kv(key, value), mask)
-
-    def project_kv(self, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``K W^K`` and ``V W^V``, split into heads: ``(B, S, D)`` each -> ``(B, H, S, Dh)`` each.
-
-        Kept apart from :meth:`attend` so that a decoder can compute them once and
-        reuse them (a key/value cache, :mod:`transformer_lessons.kv_cache`).
-        """
-        k = self._split_heads(self.w_k(key))  # (B, H, S, Dh)
-        v = self._split_heads(self.w_v(value))  # (B, H, S, Dh)
-        return k, v
-
-    def attend(self, query: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Attention of ``query (B, T, D)`` over already projected ``k, v (B, H, S, Dh)`` -> ``(B, T, D)``."""
         B, T, _ = query.shape
         q = self._split_heads(self.w_q(query))  # (B, H, T, Dh)
+        k = self._split_heads(self.w_k(key))  # (B, H, S, Dh)
+        v = self._split_heads(self.w_v(value))  # (B, H, S, Dh)
 
         record = self.record_weights if self.record_weights is not None else not self.training
         if record:
