@@ -115,11 +115,30 @@ class MultiHeadAttention(nn.Module):
         value: torch.Tensor,
         mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        B, T, _ = query.shape
-        q = self._split_heads(self.w_q(query))  # (B, H, T, Dh)
+        q = self.project_q(query)  # (B, H, T, Dh); projected first, as always, so gradients sum in the same order
+        return self._attend_heads(q, *self.project_kv(key, value), mask)
+
+    def project_q(self, query: torch.Tensor) -> torch.Tensor:
+        """``Q W^Q``, split into heads: ``(B, T, D)`` -> ``(B, H, T, Dh)``."""
+        return self._split_heads(self.w_q(query))
+
+    def project_kv(self, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``K W^K`` and ``V W^V``, split into heads: ``(B, S, D)`` each -> ``(B, H, S, Dh)`` each.
+
+        Kept apart from :meth:`attend` so that a decoder can compute them once and
+        reuse them (a key/value cache, :mod:`transformer_lessons.kv_cache`).
+        """
         k = self._split_heads(self.w_k(key))  # (B, H, S, Dh)
         v = self._split_heads(self.w_v(value))  # (B, H, S, Dh)
+        return k, v
 
+    def attend(self, query: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Attention of ``query (B, T, D)`` over already projected ``k, v (B, H, S, Dh)`` -> ``(B, T, D)``."""
+        return self._attend_heads(self.project_q(query), k, v, mask)
+
+    def _attend_heads(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """Attention of projected ``q (B, H, T, Dh)`` over ``k, v (B, H, S, Dh)``, heads merged and mixed by ``W^O`` -> ``(B, T, D)``."""
+        B, _, T, _ = q.shape
         record = self.record_weights if self.record_weights is not None else not self.training
         if record:
             out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)  # (B, H, T, Dh), (B, H, T, S)

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from transformer_lessons.config import MAX_BEAM_SIZE
+from transformer_lessons.kv_cache import KVCache
 from transformer_lessons.masks import causal_mask
 from transformer_lessons.model import Transformer
 
@@ -40,6 +41,7 @@ def beam_search(
     length_penalty: float = 0.6,
     pad_id: int | None = None,
     return_scores: bool = False,
+    use_cache: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Keep the ``beam_size`` most likely prefixes of each sentence instead of only the best one.
 
@@ -63,6 +65,7 @@ def beam_search(
         length_penalty: ``α`` (paper: 0.6).
         pad_id: id written after a sequence's ``<eos>`` (default ``eos_id``).
         return_scores: also return each output's score ``log P / lp``.
+        use_cache: feed the decoder each prefix's new token only, with a key/value cache (:mod:`~transformer_lessons.kv_cache`): same outputs, faster.
 
     Returns:
         LongTensor ``(B, 1 + L)`` starting with ``bos_id``, like :func:`greedy_decode`;
@@ -79,10 +82,10 @@ def beam_search(
     scores[:, 1:] = float("-inf")  # all K start as the same <bos>: only the first may grow at step 1
     finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(B)]
     active = list(range(B))  # which sentence each row block of the tensors belongs to
+    cache = model.init_cache(memory) if use_cache else None  # rows follow seqs.view(A * K, t)
     for t in range(1, max_new_tokens + 1):
         A = len(active)
-        logits = model.decode(memory, mask, seqs.view(A * K, t), causal_mask(t, device))[:, -1]  # (A*K, V)
-        log_p = F.log_softmax(logits.float(), dim=-1)  # (A*K, V)
+        log_p = _next_log_probs(model, memory, mask, seqs.view(A * K, t), cache)  # (A*K, V)
         V = log_p.size(-1)
         cand = (scores.unsqueeze(-1) + log_p.view(A, K, V)).view(A, K * V)  # (A, K*V)
         top_scores, top_idx = cand.topk(min(2 * K, K * V), dim=-1)  # (A, 2K)
@@ -99,7 +102,8 @@ def beam_search(
         if not keep:
             break
 
-        seqs, scores = _extend_alive(seqs, top_scores, beam, token, is_eos, K)  # (A, K, t + 1), (A, K)
+        seqs, scores, parent = _extend_alive(seqs, top_scores, beam, token, is_eos, K)  # (A, K, t + 1), (A, K), (A, K)
+        _follow_beams(cache, parent, keep, K)
         if len(keep) < A:  # sentences with K finished hypotheses leave the batch
             seqs, scores, memory, mask = _keep_rows(keep, K, seqs, scores, memory, mask)
             active = [active[a] for a in keep]
@@ -108,13 +112,37 @@ def beam_search(
     return (out, best_scores) if return_scores else out
 
 
+def _next_log_probs(model: Transformer, memory, mask, prefixes: torch.Tensor, cache: KVCache | None) -> torch.Tensor:
+    """Log-probabilities of the token after each of ``prefixes (N, t)``: ``(N, V)``, float32.
+
+    Without a cache the decoder reads the whole prefix; with one, only its last token.
+    """
+    if cache is None:
+        t = prefixes.size(1)
+        logits = model.decode(memory, mask, prefixes, causal_mask(t, prefixes.device))[:, -1]  # (N, V)
+    else:
+        logits = model.decode_step(cache, mask, prefixes[:, -1:])  # (N, 1) -> (N, V)
+    return F.log_softmax(logits.float(), dim=-1)  # (N, V)
+
+
+def _follow_beams(cache: KVCache | None, parent: torch.Tensor, keep: list[int], K: int) -> None:
+    """Give each surviving prefix its parent's cached keys and values, for the sentences in ``keep`` only.
+
+    ``parent (A, K)`` says which of its sentence's ``K`` prefixes each survivor extends;
+    the cache's rows go from ``A * K`` to ``len(keep) * K``, in the order of ``seqs``.
+    """
+    if cache is not None:
+        rows = (torch.arange(parent.size(0), device=parent.device)[:, None] * K + parent)[keep]  # (A', K) rows of (A*K, ...)
+        cache.reorder(rows.flatten())  # (A*K, ...) -> (A'*K, ...)
+
+
 def _extend_alive(seqs, top_scores, beam, token, is_eos, K: int):
-    """The first ``K`` candidates not ending in ``<eos>`` stay alive (topk keeps their order): their prefixes, one token longer."""
+    """The first ``K`` candidates not ending in ``<eos>`` stay alive (topk keeps their order): their prefixes, one token longer, and scores and parents ``(A, K)``."""
     t = seqs.size(-1)
     alive_scores, pos = top_scores.masked_fill(is_eos, float("-inf")).topk(K, dim=-1)  # (A, K)
     parent = beam.gather(1, pos)  # (A, K): which prefix each survivor extends
     seqs = torch.cat([seqs.gather(1, parent.unsqueeze(-1).expand(-1, -1, t)), token.gather(1, pos).unsqueeze(-1)], dim=2)
-    return seqs, alive_scores  # (A, K, t + 1), (A, K)
+    return seqs, alive_scores, parent  # (A, K, t + 1), (A, K), (A, K)
 
 
 def _keep_rows(keep: list[int], K: int, seqs, scores, memory, mask):

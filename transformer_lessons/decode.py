@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from transformer_lessons.attention import MultiHeadAttention
 from transformer_lessons.beam import beam_search, length_penalty
 from transformer_lessons.checkpoint import load_checkpoint
+from transformer_lessons.kv_cache import greedy_decode_cached
 from transformer_lessons.masks import causal_mask, padding_mask
 from transformer_lessons.model import Transformer
 
@@ -45,6 +46,7 @@ def greedy_decode(
     bos_id: int,
     eos_id: int | None = None,
     pad_id: int | None = None,
+    use_cache: bool = False,
 ) -> torch.Tensor:
     """Generate a batch of sequences, one most-likely token at a time.
 
@@ -62,10 +64,14 @@ def greedy_decode(
         bos_id: id the decoder input starts with.
         eos_id: id that ends a sequence, or ``None`` to always run ``max_new_tokens`` steps.
         pad_id: id written after a sequence's ``<eos>``.
+        use_cache: feed only the new position each step, keeping the earlier keys
+            and values (:mod:`transformer_lessons.kv_cache`): the same tokens, faster.
 
     Returns:
         LongTensor ``(B, 1 + L)`` with ``L <= max_new_tokens``, starting with ``bos_id``.
     """
+    if use_cache:
+        return greedy_decode_cached(model, src, src_mask, max_new_tokens, bos_id, eos_id, pad_id)
     memory = model.encode(src, src_mask)  # (B, S, D)
     batch = src.size(0)
     ys = torch.full((batch, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
@@ -292,6 +298,7 @@ def decode_token_lists(
     temperature: float | None = None,
     top_k: int | None = None,
     generator: torch.Generator | None = None,
+    use_cache: bool = False,
 ) -> list[list[int]]:
     """Decode tokenized source sentences; returns each output's ids (``<eos>`` included if produced).
 
@@ -302,6 +309,7 @@ def decode_token_lists(
     ``max_new_tokens`` caps the output (default: source length + ``max_extra``, paper
     §6.1 uses 50; never more than the model's ``max_len``). With a ``temperature``,
     each output is drawn by :func:`sample_decode` (with ``top_k`` and ``generator``) instead.
+    ``use_cache`` decodes greedy and beam search with a key/value cache (same outputs, faster).
     """
     model.eval()
     device = next(model.parameters()).device
@@ -330,9 +338,9 @@ def decode_token_lists(
         if temperature is not None:
             ys = sample_decode(model, src, src_mask, steps, bos, eos, temperature, top_k, generator, pad)  # (B, 1 + L)
         elif beam_size == 1:
-            ys = greedy_decode(model, src, src_mask, steps, bos, eos, pad)  # (B, 1 + L)
+            ys = greedy_decode(model, src, src_mask, steps, bos, eos, pad, use_cache=use_cache)  # (B, 1 + L)
         else:
-            ys = beam_search(model, src, src_mask, steps, bos, eos, beam_size, length_penalty, pad)  # (B, 1 + L)
+            ys = beam_search(model, src, src_mask, steps, bos, eos, beam_size, length_penalty, pad, use_cache=use_cache)  # (B, 1 + L)
         for row, seq in enumerate(ys[:, 1:].tolist()):
             out = []
             for token in seq:
@@ -382,6 +390,7 @@ def translate(
     temperature: float | None = None,
     seed: int | None = None,
     top_k: int | None = None,
+    use_cache: bool = False,
 ) -> Any:
     """Translate German sentences into English.
 
@@ -400,6 +409,8 @@ def translate(
         temperature: sample each token (:func:`sample_decode`) at this temperature
             instead of greedy decoding or beam search (``None``, the default);
             ``top_k`` limits the draw to the likeliest tokens, ``seed`` makes it repeatable.
+        use_cache: decode with a key/value cache (:mod:`transformer_lessons.kv_cache`):
+            the same translations, faster.
 
     Returns:
         English sentences, cased and detokenized: a list for a list, a ``str``
@@ -430,23 +441,30 @@ def translate(
     src_tokens = [german.tokenize(s) if s.strip() else [] for s in items]
     limit = model.config.max_len - 1
     src_units = [src_vocab.segment(t) for t in src_tokens]  # what the model reads: words, or BPE pieces
-    long = [i for i, u in enumerate(src_units) if len(u) > limit]
-    if long:
-        warnings.warn(
-            f"{len(long)} sentence(s) (index {long[:5]}) have more than {limit} tokens, the most this model accepts "
-            f"(max_len={model.config.max_len}, one place for <eos>); only their first {limit} tokens are translated",
-            stacklevel=2,
-        )
-        src_units = [u[:limit] for u in src_units]
+    src_units = _cut_long_sources(src_units, limit)
     # decode_token_lists takes words and cuts each source to `limit` units itself.
     sampling = {"temperature": temperature, "top_k": top_k, "generator": None if seed is None else torch.Generator(device=device).manual_seed(seed)}
-    outputs = decode_token_lists(model, src_tokens, src_vocab, tgt_vocab, beam_size, length_penalty, max_new_tokens, batch_size, **sampling)
+    outputs = decode_token_lists(
+        model, src_tokens, src_vocab, tgt_vocab, beam_size, length_penalty, max_new_tokens, batch_size, **sampling, use_cache=use_cache
+    )
     english = Tokenizer("en")
     texts = [english.detokenize(tgt_vocab.decode_words(out)) for out in outputs]
     if not return_attention:
         return texts[0] if single else texts
     details = [_attention_details(model, units, out, src_vocab, tgt_vocab) for units, out in zip(src_units, outputs)]
     return (texts[0], details[0]) if single else (texts, details)
+
+
+def _cut_long_sources(src_units: list[list[str]], limit: int) -> list[list[str]]:
+    """Each source cut to ``limit`` units, with a warning (pointing at the caller of ``translate``) if any was longer."""
+    long = [i for i, u in enumerate(src_units) if len(u) > limit]
+    if long:
+        warnings.warn(
+            f"{len(long)} sentence(s) (index {long[:5]}) have more than {limit} tokens, the most this model accepts "
+            f"(max_len={limit + 1}, one place for <eos>); only their first {limit} tokens are translated",
+            stacklevel=3,
+        )
+    return [u[:limit] for u in src_units] if long else src_units
 
 
 @torch.no_grad()
@@ -484,6 +502,7 @@ def evaluate(
     batch_size: int = 128,
     progress: bool = False,
     max_extra: int = EXTRA_OUTPUT_TOKENS,
+    use_cache: bool = False,
 ) -> dict:
     """Translate a Multi30k split and score it with sacreBLEU.
 
@@ -513,6 +532,7 @@ def evaluate(
         max_extra: outputs stop at source length + ``max_extra`` tokens (paper
             §6.1: 50). A half-trained model that repeats itself costs time
             quadratic in this; a CPU run uses less.
+        use_cache: decode with a key/value cache (same outputs, faster).
 
     Returns:
         dict with ``split``, ``n``, ``bleu``, ``signature``, ``bleu_text``
@@ -528,7 +548,8 @@ def evaluate(
     if limit is not None:
         texts, tokens = texts[:limit], tokens[:limit]
     outputs = decode_token_lists(
-        model, [s for s, _ in tokens], src_vocab, tgt_vocab, beam_size, length_penalty, batch_size=batch_size, progress=progress, max_extra=max_extra
+        model, [s for s, _ in tokens], src_vocab, tgt_vocab, beam_size, length_penalty, batch_size=batch_size, progress=progress, max_extra=max_extra,
+        use_cache=use_cache,
     )
     english = Tokenizer("en")
     hyp_tokens = [tgt_vocab.decode_words(out) for out in outputs]

@@ -75,11 +75,12 @@ class PositionalEncoding(nn.Module):
         # and persistent=False keeps it out of checkpoints (it is recomputed).
         self.register_buffer("pe", sinusoidal_positional_encoding(max_len, d_model, base), persistent=False)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        length = x.size(1)
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """``offset``: index of ``x``'s first position (a cached decoder feeds one position at a time)."""
+        length = offset + x.size(1)
         if length > self.max_len:
             raise ValueError(f"sequence of length {length} is longer than the model's max_len={self.max_len}")
-        return self.dropout(x + self.pe[:length])  # (B, L, D) + (L, D)
+        return self.dropout(x + self.pe[offset:length])  # (B, L, D) + (L, D)
 
 
 class LearnedPositionalEmbedding(nn.Module):
@@ -96,11 +97,12 @@ class LearnedPositionalEmbedding(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.max_len = max_len
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        length = x.size(1)
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """``offset``: index of ``x``'s first position (a cached decoder feeds one position at a time)."""
+        length = offset + x.size(1)
         if length > self.max_len:
             raise ValueError(f"sequence of length {length} is longer than the model's max_len={self.max_len}")
-        positions = torch.arange(length, device=x.device)  # (L,)
+        positions = torch.arange(offset, length, device=x.device)  # (L,)
         return self.dropout(x + self.table(positions))  # (B, L, D) + (L, D)
 
 

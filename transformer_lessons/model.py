@@ -11,6 +11,7 @@ from torch import nn
 
 from transformer_lessons.attention import MultiHeadAttention
 from transformer_lessons.config import ModelConfig
+from transformer_lessons.kv_cache import KVCache, step_mask
 from transformer_lessons.layers import (
     Embeddings,
     LayerNorm,
@@ -68,6 +69,23 @@ class DecoderLayer(nn.Module):
         x = self.sublayers[1](x, lambda y: self.cross_attn(y, memory, memory, src_mask))
         return self.sublayers[2](x, self.feed_forward)
 
+    def step(self, x: torch.Tensor, src_mask: torch.Tensor | None, cache: KVCache, layer: int) -> torch.Tensor:
+        """:meth:`forward` for the new positions only, with the earlier ones' keys and values from ``cache``.
+
+        Shape:
+            x ``(B, T, D)`` (the new positions, usually ``T = 1``), src_mask
+            broadcastable to ``(B, 1, T, S)`` -> ``(B, T, D)``.
+        """
+        t, T = cache.self_k[layer].size(2), x.size(1)  # this layer's cached positions (earlier layers already appended)
+
+        def self_attention(y: torch.Tensor) -> torch.Tensor:
+            k, v = cache.append(layer, *self.self_attn.project_kv(y, y))  # (B, H, t + T, Dh) each
+            return self.self_attn.attend(y, k, v, step_mask(T, t, y.device))  # (B, T, D)
+
+        x = self.sublayers[0](x, self_attention)
+        x = self.sublayers[1](x, lambda y: self.cross_attn.attend(y, cache.cross_k[layer], cache.cross_v[layer], src_mask))
+        return self.sublayers[2](x, self.feed_forward)
+
 
 class Encoder(nn.Module):
     """A stack of ``n_layers`` encoder layers.
@@ -104,6 +122,12 @@ class Decoder(nn.Module):
     ) -> torch.Tensor:
         for layer in self.layers:
             x = layer(x, memory, src_mask, tgt_mask)  # (B, T, D)
+        return self.norm(x)
+
+    def step(self, x: torch.Tensor, src_mask: torch.Tensor | None, cache: KVCache) -> torch.Tensor:
+        """:meth:`forward` for new positions ``x (B, T, D)`` after the ones in ``cache`` -> ``(B, T, D)``."""
+        for i, layer in enumerate(self.layers):
+            x = layer.step(x, src_mask, cache, i)  # (B, T, D)
         return self.norm(x)
 
 
@@ -165,6 +189,35 @@ class Transformer(nn.Module):
         """Memory ``(B, S, D)`` and target ids ``(B, T)`` -> logits ``(B, T, V)``."""
         hidden = self.decoder(self.tgt_pos(self.tgt_embed(tgt)), memory, src_mask, tgt_mask)  # (B, T, D)
         return self.generator(hidden)  # (B, T, D) -> (B, T, V)
+
+    def init_cache(self, memory: torch.Tensor) -> KVCache:
+        """An empty :class:`~transformer_lessons.kv_cache.KVCache` for ``memory (B, S, D)``, its cross-attention keys and values computed once.
+
+        Shape:
+            self-attention entries ``(B, H, 0, Dh)``, cross-attention ``(B, H, S, Dh)``, per layer.
+        """
+        layers = self.decoder.layers
+        cross = [layer.cross_attn.project_kv(memory, memory) for layer in layers]  # per layer (B, H, S, Dh) x 2
+        B, H, _, Dh = cross[0][0].shape
+        empty = [memory.new_zeros(B, H, 0, Dh) for _ in range(2 * len(layers))]  # (B, H, 0, Dh)
+        return KVCache(empty[: len(layers)], empty[len(layers) :], [k for k, _ in cross], [v for _, v in cross])
+
+    def decode_step(self, cache: KVCache, src_mask: torch.Tensor | None, tokens: torch.Tensor) -> torch.Tensor:
+        """Logits for the token after ``tokens``, reusing (and extending) ``cache``; use in eval mode.
+
+        Equal, up to float rounding, to ``decode(memory, src_mask, prefix,
+        causal_mask(t + T))[:, -1]`` where ``prefix`` is every token fed so far
+        (see :mod:`transformer_lessons.kv_cache`). The new positions get the
+        positional encoding of their index ``t, …, t + T - 1``, not ``0``.
+
+        Shape:
+            tokens ``(B, T)``, the positions after the ``t`` in ``cache`` (usually
+            ``T = 1``: the last token chosen), src_mask ``(B, 1, 1, S)`` or ``None``
+            -> logits ``(B, V)`` of the last position.
+        """
+        x = self.tgt_pos(self.tgt_embed(tokens), offset=cache.length)  # (B, T, D) at positions t .. t + T - 1
+        hidden = self.decoder.step(x, src_mask, cache)  # (B, T, D)
+        return self.generator(hidden[:, -1])  # (B, D) -> (B, V)
 
     def forward(
         self,

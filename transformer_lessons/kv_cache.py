@@ -1,0 +1,133 @@
+"""A key/value cache: decode one new position per step instead of the whole prefix.
+
+Not in the paper, which only says the decoder is auto-regressive (§3, "consuming
+the previously generated symbols as additional input when generating the next").
+Fed the whole prefix ``y_1 … y_t`` at every step, the decoder recomputes every
+earlier position, although causal masking (§3.2.3) means none of them can change:
+position ``i`` attends only to positions ``<= i``. So at step ``t`` only the new
+position is new, and it needs
+
+* its own query, key and value in each self-attention layer, plus the keys and
+  values of the earlier positions, which are kept from the steps before
+  (``self_k``, ``self_v``: one more position per step);
+* the keys and values of the cross-attention, ``memory W^K`` and ``memory W^V``,
+  which depend on the source sentence only: computed once per sentence
+  (``cross_k``, ``cross_v``).
+
+A step then costs ``O(t)`` instead of ``O(t²)`` attention and one position of
+feed-forward instead of ``t``. The outputs are the recomputed ones up to float
+rounding (tests check the logits to 1e-5 and the decoded tokens exactly).
+
+:meth:`~transformer_lessons.model.Transformer.init_cache` builds a cache from the
+encoder's output and :meth:`~transformer_lessons.model.Transformer.decode_step`
+runs one step; :func:`greedy_decode_cached` is greedy decoding written with them
+(``greedy_decode(..., use_cache=True)``); beam search uses :meth:`KVCache.reorder`
+to follow the beams it keeps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+
+if TYPE_CHECKING:
+    from transformer_lessons.model import Transformer
+
+
+@dataclass
+class KVCache:
+    """Per decoder layer, the keys and values a decoding step reuses.
+
+    Attributes:
+        self_k, self_v: per layer ``(B, H, t, Dh)``, the self-attention keys and
+            values of the ``t`` positions decoded so far (grow by one per step).
+        cross_k, cross_v: per layer ``(B, H, S, Dh)``, the cross-attention keys
+            and values of the memory (fixed for the sentence).
+    """
+
+    self_k: list[torch.Tensor]
+    self_v: list[torch.Tensor]
+    cross_k: list[torch.Tensor]
+    cross_v: list[torch.Tensor]
+
+    @property
+    def length(self) -> int:
+        """``t``, the number of positions cached: the index of the next position."""
+        return self.self_k[0].size(2)
+
+    @property
+    def batch_size(self) -> int:
+        return self.cross_k[0].size(0)
+
+    def append(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Add the new positions' ``k, v (B, H, T, Dh)`` to ``layer``; return all its keys and values ``(B, H, t + T, Dh)``."""
+        self.self_k[layer] = torch.cat([self.self_k[layer], k], dim=2)  # (B, H, t, Dh) -> (B, H, t + T, Dh)
+        self.self_v[layer] = torch.cat([self.self_v[layer], v], dim=2)  # (B, H, t, Dh) -> (B, H, t + T, Dh)
+        return self.self_k[layer], self.self_v[layer]
+
+    def reorder(self, index: torch.Tensor) -> None:
+        """Keep rows ``index`` (LongTensor ``(B',)``), in that order, in every tensor: ``(B, …) -> (B', …)``.
+
+        Beam search calls it when it picks which prefixes go on (a row may be
+        kept twice, another dropped) and when finished sentences leave the batch.
+        """
+        for tensors in (self.self_k, self.self_v, self.cross_k, self.cross_v):
+            for layer, x in enumerate(tensors):
+                tensors[layer] = x.index_select(0, index)  # (B, H, L, Dh) -> (B', H, L, Dh)
+
+
+def step_mask(T: int, t: int, device: torch.device | None = None) -> torch.Tensor | None:
+    """Causal mask of ``T`` new positions over ``t`` cached + ``T`` new keys: ``(T, t + T)``, ``True`` = may attend.
+
+    New position ``i`` (absolute index ``t + i``) may attend to keys ``<= t + i``.
+    One new position may attend to every key, so ``None`` for ``T == 1``.
+    """
+    if T == 1:
+        return None
+    return torch.ones(T, t + T, dtype=torch.bool, device=device).tril(diagonal=t)  # (T, t + T)
+
+
+@torch.no_grad()
+def greedy_decode_cached(
+    model: "Transformer",
+    src: torch.Tensor,
+    src_mask: torch.Tensor | None,
+    max_new_tokens: int,
+    bos_id: int,
+    eos_id: int | None = None,
+    pad_id: int | None = None,
+) -> torch.Tensor:
+    """:func:`~transformer_lessons.decode.greedy_decode` with a :class:`KVCache`: the same tokens, each step one position.
+
+    Finished sentences leave the cache (:meth:`KVCache.reorder`), as they leave
+    the decoder's batch in the recomputing version.
+
+    Returns:
+        LongTensor ``(B, 1 + L)`` with ``L <= max_new_tokens``, starting with ``bos_id``.
+    """
+    batch, device = src.size(0), src.device
+    cache = model.init_cache(model.encode(src, src_mask))  # cross K/V once per sentence
+    ys = torch.full((batch, 1), bos_id, dtype=torch.long, device=device)  # (B, 1)
+    finished = torch.zeros(batch, dtype=torch.bool, device=device)
+    rows = torch.arange(batch, device=device)  # (A,): which sentence each cache row holds
+    mask, filler = src_mask, pad_id if pad_id is not None else eos_id
+    for _ in range(max_new_tokens):
+        logits = model.decode_step(cache, mask, ys[rows, -1:])  # (A, 1) -> (A, V)
+        if eos_id is None:
+            next_token = logits.argmax(dim=-1)  # (B,): no sentence ever finishes
+        else:
+            next_token = torch.full((batch,), filler, dtype=torch.long, device=device)  # (B,)
+            next_token[rows] = logits.argmax(dim=-1)
+            finished |= next_token == eos_id
+        ys = torch.cat([ys, next_token[:, None]], dim=1)  # (B, t) -> (B, t + 1)
+        if eos_id is None:
+            continue
+        if bool(finished.all()):
+            break
+        going = (~finished[rows]).nonzero().squeeze(1)  # (A',): cache rows still decoding
+        if going.numel() < rows.numel():
+            cache.reorder(going)
+            rows, mask = rows[going], None if mask is None else mask[going]
+    return ys
