@@ -413,6 +413,7 @@ def _print_train_result(result: dict) -> None:
 
 
 def cmd_train(args) -> int:
+    from transformer_lessons.distributed import from_environment
     from transformer_lessons.train import get_train_config, train
 
     config = get_train_config(args.preset)
@@ -446,7 +447,8 @@ def cmd_train(args) -> int:
         evaluate_test=not args.no_test,
         tensorboard=args.tensorboard,
     )
-    _print_train_result(result)
+    if from_environment().is_main:  # under torchrun, rank 0 reports for every process
+        _print_train_result(result)
     return 0
 
 

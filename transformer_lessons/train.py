@@ -49,6 +49,7 @@ from transformer_lessons.checkpoint import (
 )
 from transformer_lessons.config import TRAIN_PRESETS, ModelConfig, TrainConfig, get_train_config
 from transformer_lessons.decode import fused_attention
+from transformer_lessons.distributed import Distributed, ShardedLoss, main_only, process_group
 from transformer_lessons.errors import CheckpointError, DivergedError, ResumeMismatchError
 from transformer_lessons.hardware import autocast_dtype, autocast_for, device_name, resolve_device
 from transformer_lessons.interrupt import StepBoundary, StopRequested
@@ -178,6 +179,8 @@ class Run:
     progress: bool = True
     log: bool = True
     writer: Any = None  # a TensorBoard SummaryWriter (train(tensorboard=...)), or None
+    dist: Distributed = field(default_factory=Distributed)  # this process's rank under torchrun (:mod:`.distributed`)
+    step_criterion: nn.Module | None = None  # the loss the steps train on: criterion, or its ShardedLoss under torchrun
     started: float = field(default_factory=lambda: _clock())  # when this call began
 
     @property
@@ -197,20 +200,22 @@ class Run:
         return limit is not None and state.train_time_s + (_clock() - since) >= 60 * limit
 
 
-def build_run(config: TrainConfig, corpus: "Corpus", out: Path, device: torch.device, **options) -> Run:
-    """A fresh model (seeded), Adam, the schedule, the loss and the batcher for ``config``."""
+def build_run(config: TrainConfig, corpus: "Corpus", out: Path, device: torch.device, dist: Distributed = Distributed(), **options) -> Run:
+    """A fresh model (seeded), Adam, the schedule, the loss and the batcher for ``config``; DDP around the model under torchrun."""
     torch.manual_seed(config.seed)
     random.seed(config.seed)
     model = Transformer(config.model, len(corpus.src_vocab), len(corpus.tgt_vocab)).to(device)
     optimizer = make_optimizer(model, config)
     amp_dtype, autocast = autocast_for(device)
+    criterion = LabelSmoothingLoss(len(corpus.tgt_vocab), corpus.tgt_vocab.pad_id, config.smoothing)
+    step_model = dist.wrap(model)
     return Run(
         config=config, corpus=corpus, out=out, device=device, model=model, optimizer=optimizer,
         scheduler=noam_scheduler(optimizer, config.model.d_model, config.warmup, config.lr_factor),
-        criterion=LabelSmoothingLoss(len(corpus.tgt_vocab), corpus.tgt_vocab.pad_id, config.smoothing),
+        criterion=criterion, step_criterion=ShardedLoss(criterion, dist) if dist.active else criterion,
         batcher=corpus.batcher("train", config.max_tokens, shuffle=True, seed=config.seed, max_len=config.model.max_len),
-        step_model=torch.compile(model, dynamic=True) if (config.compile and device.type == "cuda") else model,
-        autocast=autocast, amp_dtype=amp_dtype, **options,
+        step_model=torch.compile(step_model, dynamic=True) if (config.compile and device.type == "cuda") else step_model,
+        autocast=autocast, amp_dtype=amp_dtype, dist=dist, **options,
     )  # fmt: skip
 
 
@@ -250,7 +255,9 @@ def checkpoint_dict(run: Run, state: TrainState, training_state: bool = True) ->
 
 
 def save_last(run: Run, state: TrainState) -> None:
-    """``last.pt`` (everything needed to resume) and ``history.json``, both written atomically."""
+    """``last.pt`` (everything needed to resume) and ``history.json``, both written atomically (by rank 0 alone)."""
+    if not run.dist.is_main:
+        return
     save_checkpoint(checkpoint_dict(run, state), run.last_path)
     atomic_write_json(run.out / "history.json", state.history)
 
@@ -358,20 +365,23 @@ def run_epoch(run: Run, state: TrainState, guard: StepBoundary) -> str:
         for i, batch in enumerate(run.batcher):
             if i < state.batch_in_epoch:
                 continue  # trained on before the interruption
-            if run.time_is_up(state, since):  # checked before the step: a run resumed with no time left trains nothing
+            if run.dist.stop_here(run.time_is_up(state, since), guard):  # before the step: a run resumed with no time left trains nothing
                 return "time_limit"
             with guard.step():
-                batch, lr, p = batch.to(run.device), run.optimizer.param_groups[0]["lr"], _scheduled_p(run, state)
+                n_tokens = batch.n_tokens  # the whole batch's: under torchrun each rank trains on its shard of it
+                batch = run.dist.shard(batch, run.criterion.pad_id).to(run.device)
+                lr, p = run.optimizer.param_groups[0]["lr"], _scheduled_p(run, state)
+                run.dist.seed_step(run.config.seed, state.step)
                 if p > 0:  # scheduled sampling: the decoder reads some of its own predictions (config.scheduled_sampling)
                     batch = scheduled_inputs(run.model, batch, p, run.criterion.pad_id, step_generator(run.config.seed, state.step), run.autocast)
                 try:
-                    loss = train_step(run.step_model, batch, run.criterion, run.optimizer, run.scheduler, run.config.clip_norm, run.autocast)
+                    loss = train_step(run.step_model, batch, run.step_criterion, run.optimizer, run.scheduler, run.config.clip_norm, run.autocast)
                 except DivergedError as err:
                     raise _diverged(run, state, err) from err
                 now = _clock()
                 state.step, state.batch_in_epoch = state.step + 1, i + 1
-                state.epoch_loss += loss.item() * batch.n_tokens
-                state.epoch_tokens += batch.n_tokens
+                state.epoch_loss += loss.item() * n_tokens
+                state.epoch_tokens += n_tokens
                 state.epoch_time_s += now - since
                 state.train_time_s += now - since
                 since = now
@@ -427,6 +437,7 @@ def end_epoch(run: Run, state: TrainState, last: bool, guard: StepBoundary) -> N
         "val_loss": val_loss, "val_ppl": val_ppl, "val_bleu": val_bleu, "lr": run.scheduler.get_last_lr()[0],
         "tokens_per_s": state.epoch_tokens / max(state.epoch_time_s, 1e-9), "epoch_time_s": state.epoch_time_s,
         "elapsed_s": run.wall_seconds(state),  # since the run began, every call together
+        "world_size": run.dist.world_size,  # processes that trained it (torchrun): tokens_per_s counts them all
     }  # fmt: skip
     if run.writer is not None:
         log_epoch(run.writer, entry)
@@ -441,7 +452,7 @@ def end_epoch(run: Run, state: TrainState, last: bool, guard: StepBoundary) -> N
             state.best_val_bleu, state.best_epoch = val_bleu, state.epoch + 1
         state.epoch, state.batch_in_epoch = state.epoch + 1, 0
         state.epoch_loss, state.epoch_tokens, state.epoch_time_s = 0.0, 0, 0.0
-        if best:
+        if best and run.dist.is_main:
             save_checkpoint(checkpoint_dict(run, state, training_state=False), run.best_path)
         save_last(run, state)
 
@@ -475,7 +486,7 @@ def final_test(run: Run, state: TrainState, stopped: str) -> dict:
         "wall_time_s": run.wall_seconds(state),  # every call together, evaluation included
         "train_tokens_per_s": tokens / max(state.train_time_s, 1e-9), "parameters": run.model.num_parameters(),
         "device": device_name(run.device), "autocast": str(run.amp_dtype).replace("torch.", "") if run.amp_dtype is not None else "float32",
-        "torch": torch.__version__, "sacrebleu": sacrebleu.__version__, "train_config": config.to_dict(),
+        "world_size": run.dist.world_size, "torch": torch.__version__, "sacrebleu": sacrebleu.__version__, "train_config": config.to_dict(),
         "corpus": {k: len(v) for k, v in corpus.pairs.items()} | {"src_vocab": len(corpus.src_vocab), "tgt_vocab": len(corpus.tgt_vocab)},
     }  # fmt: skip
     atomic_write_json(run.out / "metrics.json", metrics)
@@ -530,7 +541,7 @@ def check_corpus(corpus: "Corpus", config: TrainConfig) -> None:
 def train_epochs(run: Run, state: TrainState) -> str:
     """Epochs until ``config.epochs``, the time limit or ``max_steps``; why it stopped. Ctrl-C/SIGTERM save at a step boundary."""
     config, stopped = run.config, "done"
-    with StepBoundary() as guard:
+    with run.dist.step_boundary() as guard:
         try:
             while state.epoch < config.epochs and stopped == "done":
                 stopped = run_epoch(run, state, guard)
@@ -541,7 +552,7 @@ def train_epochs(run: Run, state: TrainState) -> str:
                               f"epoch {state.epoch + 1} after {state.batch_in_epoch}/{len(run.batcher)} batches, step {state.step}; "
                               f"saved {run.last_path}", flush=True)  # fmt: skip
                     break
-                if run.time_is_up(state, _clock()):
+                if run.dist.stop_here(run.time_is_up(state, _clock()), guard):
                     stopped = "time_limit"  # the budget ended with this epoch: evaluate it as the last one
                 end_epoch(run, state, last=state.epoch + 1 == config.epochs or stopped != "done", guard=guard)
                 if stopped == "time_limit" and run.log:
@@ -559,6 +570,8 @@ def train_epochs(run: Run, state: TrainState) -> str:
 
 
 def _save_on_stop(run: Run, state: TrainState, stop: StopRequested | None) -> None:
+    if not run.dist.is_main:
+        return  # rank 0 saves and says so
     if stop is not None and stop.mid_step:
         print(f"\nstopped in the middle of step {state.step + 1}: {run.last_path} was not overwritten; run again with resume to "
               "continue from it", flush=True)  # fmt: skip
@@ -599,6 +612,8 @@ def train(
     - A NaN or infinite loss stops the run (:class:`DivergedError`) and keeps the last good checkpoint.
     - A second run in the same ``out_dir`` is refused (:class:`RunInUseError`).
 
+    Under ``torchrun --nproc_per_node=N``, N processes share every batch (DDP, :mod:`.distributed`).
+
     Args:
         config: a :class:`TrainConfig`, a preset name, or ``None`` for :func:`compute_mode`'s preset.
         corpus: a prepared corpus (default: :func:`prepare_corpus_for` the config, from ``data_dir``).
@@ -621,27 +636,29 @@ def train(
     if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
         raise ValueError(f"max_steps must be a whole number >= 1 or None, got {max_steps!r}")
     check_tensorboard(tensorboard)  # a missing extra is said before any data or training work
-    device = resolve_device(device)
-    out = make_out_dir(out_dir if out_dir is not None else default_out_dir(config.name))
-    with run_lock(out):
-        last = out / "last.pt"
-        saved = read_resumable(last, config, device) if resume and last.is_file() else None
-        if corpus is None:
-            corpus = prepare_corpus_for(config, data_dir, progress)
-        check_corpus(corpus, config)
-        log = progress if log is None else log
-        run = build_run(config, corpus, out, device, max_steps=max_steps, progress=progress, log=log)
-        state = restore(run, saved) if saved is not None else TrainState()
-        if saved is not None and log:
-            print(f"resuming {last}: epoch {state.epoch + 1}, step {state.step}", flush=True)
-        log_dir = tensorboard_dir(tensorboard, out)
-        run.writer = open_writer(log_dir, state.step) if log_dir is not None else None
-        try:
-            stopped = train_epochs(run, state)
-            return _finish(run, state, stopped, evaluate_test)
-        finally:
-            if run.writer is not None:
-                run.writer.close()
+    with process_group(device) as (dist, device):  # under torchrun: this process's rank, its device, the process group
+        if not dist.is_main:
+            progress = log = False  # rank 0 speaks for the run
+        out = make_out_dir(out_dir if out_dir is not None else default_out_dir(config.name))
+        with main_only(dist, run_lock(out)):  # one writer per run folder: rank 0
+            last = out / "last.pt"
+            saved = read_resumable(last, config, device) if resume and last.is_file() else None
+            if corpus is None:
+                corpus = prepare_corpus_for(config, data_dir, progress)
+            check_corpus(corpus, config)
+            log = progress if log is None else log
+            run = build_run(config, corpus, out, device, dist, max_steps=max_steps, progress=progress, log=log)
+            state = restore(run, saved) if saved is not None else TrainState()
+            if saved is not None and log:
+                print(f"resuming {last}: epoch {state.epoch + 1}, step {state.step}", flush=True)
+            log_dir = tensorboard_dir(tensorboard, out)
+            run.writer = open_writer(log_dir, state.step) if log_dir is not None and dist.is_main else None
+            try:
+                stopped = train_epochs(run, state)
+                return _finish(run, state, stopped, evaluate_test)
+            finally:
+                if run.writer is not None:
+                    run.writer.close()
 
 
 def _finish(run: Run, state: TrainState, stopped: str, evaluate_test: bool) -> dict:
@@ -651,7 +668,7 @@ def _finish(run: Run, state: TrainState, stopped: str, evaluate_test: bool) -> d
         "best_val_bleu": state.best_val_bleu if state.best_epoch is not None else None,
         "train_time_s": state.train_time_s, "stopped": stopped, "out_dir": str(run.out), "test": None,
     }  # fmt: skip
-    if stopped != "max_steps" and evaluate_test and "test_2016_flickr" in run.corpus.text:
+    if stopped != "max_steps" and evaluate_test and "test_2016_flickr" in run.corpus.text and run.dist.is_main:
         result["metrics"] = final_test(run, state, stopped)
         result["test"] = result["metrics"]["test_2016_flickr"]
         if run.writer is not None:
