@@ -59,6 +59,18 @@ def test_train_translate_evaluate_on_a_saved_corpus(tmp_path, toy_corpus_file, c
     assert "signature: nrefs:1|case:mixed" in printed and "tok:13a" in printed
     assert scores.is_file() and len(hyps.read_text().splitlines()) == 40
 
+    # The key/value cache is the default; --no-cache recomputes every prefix and must write the same translations.
+    plain = tmp_path / "plain.txt"
+    assert main(cmd + ["--no-cache", "--output", str(plain)]) == 0
+    assert plain.read_text() == hyps.read_text()
+    capsys.readouterr()
+    sentences = ["ein hund läuft .", "eine frau spielt gitarre ."]
+    outputs = []
+    for extra in ([], ["--no-cache"]):
+        assert main(["translate", *sentences, "--checkpoint", str(out / "best.pt"), "--beam", "3", "--device", "cpu", *extra]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1]
+
 
 def test_user_errors_exit_2_with_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)  # no runs/ here

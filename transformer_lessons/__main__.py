@@ -306,6 +306,7 @@ def _add_translate(sub) -> None:
     p.add_argument("--checkpoint", type=checkpoint_file, metavar="PATH", help=f"a checkpoint ({DEFAULT_MODEL_HELP})")
     p.add_argument("--beam", type=beam_size, default=4, metavar="N", help=f"beam size (default 4; 1 = greedy; at most {MAX_BEAM_SIZE})")
     p.add_argument("--device", type=device_arg, help=f"{DEVICE_FORMS} (default: cuda if available)")
+    p.add_argument("--no-cache", action="store_true", help="decode without the key/value cache: rerun the decoder on the whole prefix at each step (same output, slower; notebook 12)")
 
 
 def _add_evaluate(sub) -> None:
@@ -319,6 +320,7 @@ def _add_evaluate(sub) -> None:
     p.add_argument("--device", type=device_arg, help=f"{DEVICE_FORMS} (default: cuda if available)")
     p.add_argument("--output", type=new_file, metavar="PATH", help="also write the hypotheses, one per line")
     p.add_argument("--json", type=new_file, metavar="PATH", help="also write the scores as JSON")
+    p.add_argument("--no-cache", action="store_true", help="decode without the key/value cache: rerun the decoder on the whole prefix at each step (same output, slower; notebook 12)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -456,7 +458,7 @@ def cmd_translate(args) -> int:
     from transformer_lessons.decode import translate
 
     checkpoint = _checkpoint(args.checkpoint)
-    for line in translate(checkpoint, list(args.sentences), beam_size=args.beam, device=args.device):
+    for line in translate(checkpoint, list(args.sentences), beam_size=args.beam, device=args.device, use_cache=not args.no_cache):
         print(line)
     return 0
 
@@ -475,6 +477,7 @@ def cmd_evaluate(args) -> int:
         corpus=corpus,
         device=args.device,
         limit=args.limit,
+        use_cache=not args.no_cache,
     )
     print(f"{args.split} ({result['n']} sentences, beam {args.beam}): {result['bleu_text']}")
     print(f"signature: {result['signature']}")

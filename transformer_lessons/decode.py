@@ -298,7 +298,7 @@ def decode_token_lists(
     temperature: float | None = None,
     top_k: int | None = None,
     generator: torch.Generator | None = None,
-    use_cache: bool = False,
+    use_cache: bool = True,
 ) -> list[list[int]]:
     """Decode tokenized source sentences; returns each output's ids (``<eos>`` included if produced).
 
@@ -309,7 +309,8 @@ def decode_token_lists(
     ``max_new_tokens`` caps the output (default: source length + ``max_extra``, paper
     §6.1 uses 50; never more than the model's ``max_len``). With a ``temperature``,
     each output is drawn by :func:`sample_decode` (with ``top_k`` and ``generator``) instead.
-    ``use_cache`` decodes greedy and beam search with a key/value cache (same outputs, faster).
+    ``use_cache`` (default) decodes greedy and beam search with a key/value cache: the same
+    outputs, several times faster; ``False`` reruns the decoder on the whole prefix at every step.
     """
     model.eval()
     device = next(model.parameters()).device
@@ -390,7 +391,7 @@ def translate(
     temperature: float | None = None,
     seed: int | None = None,
     top_k: int | None = None,
-    use_cache: bool = False,
+    use_cache: bool = True,
 ) -> Any:
     """Translate German sentences into English.
 
@@ -409,8 +410,9 @@ def translate(
         temperature: sample each token (:func:`sample_decode`) at this temperature
             instead of greedy decoding or beam search (``None``, the default);
             ``top_k`` limits the draw to the likeliest tokens, ``seed`` makes it repeatable.
-        use_cache: decode with a key/value cache (:mod:`transformer_lessons.kv_cache`):
-            the same translations, faster.
+        use_cache: decode with a key/value cache (:mod:`transformer_lessons.kv_cache`,
+            notebook 12), the default: the same translations, several times faster.
+            ``False`` reruns the decoder on the whole prefix at every step.
 
     Returns:
         English sentences, cased and detokenized: a list for a list, a ``str``
@@ -502,7 +504,7 @@ def evaluate(
     batch_size: int = 128,
     progress: bool = False,
     max_extra: int = EXTRA_OUTPUT_TOKENS,
-    use_cache: bool = False,
+    use_cache: bool = True,
 ) -> dict:
     """Translate a Multi30k split and score it with sacreBLEU.
 
@@ -532,7 +534,9 @@ def evaluate(
         max_extra: outputs stop at source length + ``max_extra`` tokens (paper
             §6.1: 50). A half-trained model that repeats itself costs time
             quadratic in this; a CPU run uses less.
-        use_cache: decode with a key/value cache (same outputs, faster).
+        use_cache: decode with a key/value cache (the default: same outputs, several
+            times faster; on the course's model, beam 4 over the 1,000 test sentences gave the
+            same 1,000 translations in 20 s instead of 122 s on a 2-core CPU).
 
     Returns:
         dict with ``split``, ``n``, ``bleu``, ``signature``, ``bleu_text``
