@@ -42,6 +42,8 @@ HERE = Path(__file__).name
 # `name` is the answer's function or class, or its case id in that file's table.
 
 _A, _B = "test_checks_more_a.py", "test_checks_more_b.py"
+_KV = "test_check_kv_cache.py"
+_DDP = "test_check_distributed.py"
 COVERAGE: dict[str, dict[str, list[str]]] = {
     "scaled_dot_product_attention": {
         "alternatives": ["test_checks.py::sdpa-annotated-style", f"{HERE}::sdpa_einsum", f"{HERE}::sdpa_loop_over_batch"],
@@ -161,6 +163,25 @@ COVERAGE: dict[str, dict[str, list[str]]] = {
     "brevity_penalty": {
         "alternatives": [f"{_B}::bp_min", f"{_B}::bp_torch"],
         "bugs": [f"{_B}::inverted", f"{_B}::sign", f"{_B}::empty_gets_one"],
+    },
+    # Notebook 12's key/value cache, covered in its own file.
+    "append_kv": {
+        "alternatives": [f"{_KV}::append_cat", f"{_KV}::append_preallocated", f"{_KV}::append_concat_negative_dim"],
+        "bugs": [f"{_KV}::append_on_heads", f"{_KV}::append_on_d_head", f"{_KV}::append_on_batch", f"{_KV}::append_stack",
+                 f"{_KV}::append_reversed", f"{_KV}::append_overwrite", f"{_KV}::append_forgets_values",
+                 f"{_KV}::append_values_unchanged", f"{_KV}::append_values_get_keys", f"{_KV}::append_swapped_outputs"],
+    },
+    "reorder_kv": {
+        "alternatives": [f"{_KV}::reorder_index_select", f"{_KV}::reorder_fancy_indexing", f"{_KV}::reorder_loop_stack",
+                         f"{_KV}::reorder_gather"],
+        "bugs": [f"{_KV}::reorder_unchanged", f"{_KV}::reorder_keys_only", f"{_KV}::reorder_scatter",
+                 f"{_KV}::reorder_heads_axis", f"{_KV}::reorder_time_axis", f"{_KV}::reorder_swapped_outputs"],
+    },
+    # Notebook 13's loss of one rank of a DDP run, covered in its own file.
+    "rank_loss": {
+        "alternatives": [f"{_DDP}::rank_loss_scaled", f"{_DDP}::rank_loss_mean_of_batch", f"{_DDP}::rank_loss_tensor_counts"],
+        "bugs": [f"{_DDP}::rank_loss_own_mean", f"{_DDP}::rank_loss_no_world_size", f"{_DDP}::rank_loss_divides_by_world",
+                 f"{_DDP}::rank_loss_unscaled", f"{_DDP}::rank_loss_item", f"{_DDP}::rank_loss_own_mean_over_world"],
     },
 }
 

@@ -48,6 +48,18 @@ def test_kernel_is_python3(notebook):
     assert nb["metadata"].get("kernelspec", {}).get("name") == "python3", f"{path.name}: kernelspec must be python3"
 
 
+def test_nbval_markers_are_alone_on_their_line(notebook):
+    # nbval 0.11 honours `# NBVAL_IGNORE_OUTPUT` only when the comment is exactly the marker: with a reason after it
+    # on the same line the cell's output is compared after all, and a run on another machine fails.
+    path, nb = notebook
+    for cell in nb["cells"]:
+        for line in _source(cell).splitlines() if cell["cell_type"] == "code" else []:
+            comment = line.strip().lstrip("#").strip()
+            if line.strip().startswith("#") and comment.startswith("NBVAL_"):
+                assert comment in ("NBVAL_IGNORE_OUTPUT", "NBVAL_CHECK_OUTPUT", "NBVAL_RAISES_EXCEPTION", "NBVAL_SKIP"), (
+                    f"{path.name}: `{line.strip()}`: put the nbval marker alone on its line (a reason goes on the next line)")
+
+
 def test_saved_with_outputs_and_no_errors(notebook):
     path, nb = notebook
     code = [c for c in nb["cells"] if c["cell_type"] == "code" and _source(c).strip()]

@@ -44,6 +44,8 @@ One module per concept, in the order the notebooks meet them:
 ``decoding``                      greedy decoding
 ``beam``                          one step of beam search
 ``bleu``                          BLEU's clipped n-gram precision and brevity penalty
+``kv_cache``                      a key/value cache: appending a step, reordering for beams
+``distributed``                   the loss one rank of a DDP run backpropagates
 ================================  ====================================================
 """
 
@@ -54,8 +56,10 @@ from transformer_lessons.checks.batching import check_batch_by_tokens
 from transformer_lessons.checks.beam import check_beam_step
 from transformer_lessons.checks.bleu import check_brevity_penalty, check_modified_precision
 from transformer_lessons.checks.decoding import check_greedy_decode
+from transformer_lessons.checks.distributed import check_rank_loss
 from transformer_lessons.checks.embeddings import check_embedding_scale, check_learned_positions
 from transformer_lessons.checks.encoder_decoder import check_decoder_layer, check_encoder_layer
+from transformer_lessons.checks.kv_cache import check_append_kv, check_reorder_kv
 from transformer_lessons.checks.layers import check_feed_forward, check_layer_norm
 from transformer_lessons.checks.masks import check_causal_mask, check_mask_inversion, check_padding_mask, check_target_mask
 from transformer_lessons.checks.positional import check_positional_encoding
@@ -65,6 +69,7 @@ from transformer_lessons.checks.vocab import check_build_vocab
 
 __all__ = [
     "ExerciseError",
+    "check_append_kv",
     "check_batch_by_tokens",
     "check_beam_step",
     "check_brevity_penalty",
@@ -84,6 +89,8 @@ __all__ = [
     "check_noam_rate",
     "check_padding_mask",
     "check_positional_encoding",
+    "check_rank_loss",
+    "check_reorder_kv",
     "check_scaled_dot_product_attention",
     "check_target_mask",
     "check_train_step",

@@ -14,6 +14,7 @@ One file per thing you look at; every name below is also ``viz.<name>``:
 * ``explorer.py``: ``attention_explorer`` (pick kind, layer, head, sentence);
 * ``stepper.py``: ``generation_stepper`` (where each generated word looked);
 * ``translator.py``: ``translator`` (type German, read English, step through it);
+* ``kv_cache.py``: ``plot_kv_cache`` (what a key/value cache holds), ``plot_decode_times``;
 * ``_widgets.py`` and ``_common.py``: what the widgets and the plots share.
 
 Plot functions (``plot_*``) draw with pyplot and return the Axes or Figure, so
@@ -38,6 +39,7 @@ from __future__ import annotations
 # colour and size constants stay importable as viz.<name>, as they were from the single viz.py.
 from transformer_lessons.viz._widgets import HIGHLIGHT_COLOR, MEAN_OF_HEADS, WIDGET_DPI
 from transformer_lessons.viz.explorer import KIND_LABELS, AttentionExplorer, attention_explorer
+from transformer_lessons.viz.kv_cache import plot_decode_times, plot_kv_cache
 from transformer_lessons.viz.heatmaps import ALLOWED_COLOR, ATTENTION_CMAP, BLOCKED_COLOR, plot_attention, plot_heads, plot_mask
 from transformer_lessons.viz.positional import PE_CMAP, PositionalEncodingExplorer, plot_positional_encoding, positional_encoding_explorer
 from transformer_lessons.viz.stepper import GenerationStepper, generation_stepper
@@ -48,8 +50,10 @@ __all__ = [
     "attention_explorer",
     "generation_stepper",
     "plot_attention",
+    "plot_decode_times",
     "plot_heads",
     "plot_history",
+    "plot_kv_cache",
     "plot_label_smoothing",
     "plot_learning_rate",
     "plot_mask",
