@@ -7,7 +7,9 @@ with ``--corpus``, else tokenized here with spaCy, else random batches of the
 same shape when neither the data nor spaCy is there), the same loss (label
 smoothing) and the same optimizer (Adam with the Noam schedule). Only the encoder-decoder stack differs. We time
 full training steps (forward, backward, clipping, update) after a few warm-up
-steps and report target tokens per second.
+steps and report target tokens per second. The two models take turns step by
+step, every timed batch is stepped ``--rounds`` times by each, and its fastest
+step counts, so that a neighbour's load on a shared machine hits both alike.
 
 One difference we keep on purpose: ``nn.Transformer`` always ends its encoder
 and decoder with a LayerNorm, which the paper's post-norm model (ours) has not.
@@ -17,12 +19,22 @@ and decoder with a LayerNorm, which the paper's post-norm model (ours) has not.
 
 On a GPU both run under the autocast :func:`transformer_lessons.train.train` uses
 (bf16 on compute capability 8.0 and newer, float32 before).
+
+With ``--compile`` the script then times ``torch.compile``d copies of both models
+(``dynamic=True``, as ``train()`` compiles on a GPU) on the same batches and
+prints their rates, their speedup over eager and their ratio. Compiling takes
+minutes per model on a small CPU, so a first untimed pass over every batch
+shape is spent on it. Where compiling fails (on a CPU, inductor
+needs a C++ compiler) the script says why and keeps the eager figures.
+
+    python benchmarks/bench_train.py --compile            # eager, then compiled, both models
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -69,6 +81,7 @@ class TorchTransformer(nn.Module):
             self.src_pos(self.src_embed(src)),
             self.tgt_pos(self.tgt_embed(tgt)),
             tgt_mask=causal,
+            tgt_is_causal=True,  # it is: saves nn.Transformer checking it (a graph break under torch.compile)
             src_key_padding_mask=src_pad,
             tgt_key_padding_mask=tgt_pad,
             memory_key_padding_mask=src_pad,
@@ -123,24 +136,78 @@ def get_batches(args, n: int):
         return batches, vocab, vocab, "random batches"
 
 
-def time_model(model, batches, args, device, n_warmup: int) -> float:
-    """Target tokens per second over the timed steps."""
+def make_step(model: nn.Module, args, device) -> Callable[[object], None]:
+    """One training step of ``model`` on a batch, as ``train()`` steps: its own Adam, Noam schedule and loss."""
     config = TRAIN_PRESETS[args.preset]
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=config.betas, eps=config.eps)
     scheduler = noam_scheduler(optimizer, config.model.d_model, config.warmup, config.lr_factor)
     criterion = LabelSmoothingLoss(model.generator.out_features, PAD, config.smoothing)
     _, autocast = autocast_for(device)  # as train() does
-    tokens, start = 0, None
-    for i, batch in enumerate(batches):
-        if i == n_warmup:
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            start, tokens = time.perf_counter(), 0
-        train_step(model, batch.to(device), criterion, optimizer, scheduler, config.clip_norm or 1e9, autocast)  # as train() steps
-        tokens += batch.n_tokens
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return tokens / (time.perf_counter() - start)
+
+    def step(batch) -> None:
+        train_step(model, batch, criterion, optimizer, scheduler, config.clip_norm or 1e9, autocast)
+        if device.type == "cuda":
+            torch.cuda.synchronize()  # the update's kernels belong to this step, not to the other model's next one
+
+    return step
+
+
+def time_steps(models: dict[str, nn.Module], batches: list, args, device, n_warmup: int) -> dict[str, float]:
+    """Target tokens per second of each model over ``batches[n_warmup:]``, the models taking turns step by step.
+
+    Each timed batch is stepped ``args.rounds`` times per model and its fastest
+    time counts: on a shared machine a neighbour's burst of load then slows one
+    step of each model alike and is dropped, instead of one model's whole run.
+    """
+    steps = {name: make_step(model, args, device) for name, model in models.items()}
+    batches = [batch.to(device) for batch in batches]
+    for batch in batches[:n_warmup]:
+        for step in steps.values():
+            step(batch)
+    timed = batches[n_warmup:]
+    best = {name: [float("inf")] * len(timed) for name in models}
+    for r in range(args.rounds):
+        order = list(steps) if r % 2 == 0 else list(reversed(steps))  # neither always goes first
+        for i, batch in enumerate(timed):
+            for name in order:
+                start = time.perf_counter()
+                steps[name](batch)
+                best[name][i] = min(best[name][i], time.perf_counter() - start)
+    tokens = sum(batch.n_tokens for batch in timed)
+    return {name: tokens / sum(seconds) for name, seconds in best.items()}
+
+
+def print_rates(ours: float, theirs: float, label: str = "") -> None:
+    print(f"transformer_lessons.Transformer{label} : {ours:>10,.0f} target tokens/s")
+    print(f"torch.nn.Transformer{label}            : {theirs:>10,.0f} target tokens/s")
+    print(f"ratio ours / nn.Transformer{label}     : {ours / theirs:.2f}")
+
+
+def compile_and_time(models: dict[str, nn.Module], eager: dict[str, float], batches, args, device) -> None:
+    """Time ``torch.compile``d copies of ``models`` on the timed batches; print rates, speedups over ``eager`` and their ratio.
+
+    A failure to compile (no C++ compiler for inductor on a CPU, an unsupported
+    backend or op) is printed in one line instead of ending the benchmark.
+    """
+    timed = batches[args.warmup_steps :]
+    print(f"torch.compile(backend={args.compile_backend!r}, dynamic=True): a first untimed pass over the {len(timed)} timed batches compiles every shape")
+    compiled = {}
+    for name, model in models.items():
+        start = time.perf_counter()
+        try:
+            compiled[name] = torch.compile(model, backend=args.compile_backend, dynamic=True)
+            step = make_step(compiled[name], args, device)
+            for batch in timed:  # compiles (and recompiles for new shapes) outside the timed steps
+                step(batch.to(device))
+        except Exception as err:  # noqa: BLE001 - any failure to compile is reported, not raised
+            reason = " ".join(str(err).split())[:300] or type(err).__name__
+            print(f"torch.compile failed for {name} on {device.type}, so no compiled figures: {type(err).__name__}: {reason}")
+            return
+        print(f"  {name}: compiled and first pass in {time.perf_counter() - start:.0f} s")
+    rates = time_steps(compiled, timed, args, device, n_warmup=0)
+    print_rates(rates["ours"], rates["nn.Transformer"], label=" compiled")
+    for name in models:
+        print(f"speedup compiled / eager, {name:<14} : {rates[name] / eager[name]:.2f}x")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -152,7 +219,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--limit", type=int, default=4000, help="training pairs to draw batches from (default 4000)")
     parser.add_argument("--data-dir", help="raw Multi30k files (default: $TRANSFORMER_LESSONS_DATA)")
     parser.add_argument("--corpus", metavar="PATH", help="a corpus file saved by 'python -m transformer_lessons prepare' (no spaCy needed); replaces --data-dir")
+    parser.add_argument("--rounds", type=int, default=2, help="times each timed batch is stepped per model; its fastest step counts (default 2)")
+    parser.add_argument("--compile", action="store_true", help="also time torch.compile'd copies of both models (slow to start: compiling)")
+    parser.add_argument("--compile-backend", default="inductor", help="torch.compile backend with --compile (default inductor; 'eager' checks the plumbing fast)")
     args = parser.parse_args(argv)
+    if args.rounds < 1 or args.steps < 1:
+        parser.error("--rounds and --steps must be at least 1")
     device = torch.device(args.device)
     config = TRAIN_PRESETS[args.preset].model
     batches, src_v, tgt_v, source = get_batches(args, args.warmup_steps + args.steps)
@@ -167,18 +239,14 @@ def main(argv: list[str] | None = None) -> None:
         f"device {device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else f'{torch.get_num_threads()} threads'}), "
         f"torch {torch.__version__}, autocast {str(amp).replace('torch.', '') if amp is not None else 'off (float32)'}"
     )
-    print(f"batches: {source}, {TRAIN_PRESETS[args.preset].max_tokens} tokens max, {args.steps} timed steps after {args.warmup_steps} warm-up")
+    print(f"batches: {source}, {TRAIN_PRESETS[args.preset].max_tokens} tokens max, {args.steps} timed steps after {args.warmup_steps} warm-up, "
+          f"the models alternating step by step, best of {args.rounds} rounds per batch")
     print(f"parameters: ours {ours.num_parameters():,}, nn.Transformer {sum(p.numel() for p in theirs.parameters()):,}")
-    # Alternate the two a few times so a neighbour's load on the machine hits both alike.
-    rounds = 2
-    ours_rates, theirs_rates = [], []
-    for _ in range(rounds):
-        ours_rates.append(time_model(ours, batches, args, device, args.warmup_steps))
-        theirs_rates.append(time_model(theirs, batches, args, device, args.warmup_steps))
-    ours_rate, theirs_rate = max(ours_rates), max(theirs_rates)  # best of the rounds: the least disturbed
-    print(f"transformer_lessons.Transformer : {ours_rate:>10,.0f} target tokens/s")
-    print(f"torch.nn.Transformer            : {theirs_rate:>10,.0f} target tokens/s")
-    print(f"ratio ours / nn.Transformer     : {ours_rate / theirs_rate:.2f}")
+    models = {"ours": ours, "nn.Transformer": theirs}
+    eager = time_steps(models, batches, args, device, args.warmup_steps)
+    print_rates(eager["ours"], eager["nn.Transformer"])
+    if args.compile:
+        compile_and_time(models, eager, batches, args, device)
 
 
 if __name__ == "__main__":

@@ -294,3 +294,67 @@ def test_fused_path_in_eval_mode_has_no_dropout() -> None:
     mha.record_weights = False
     torch.testing.assert_close(mha(x, x, x), recorded, atol=ATOL, rtol=0)
     torch.testing.assert_close(mha(x, x, x), mha(x, x, x))
+
+
+# --- the fused projections (one matmul for Q, K, V) ------------------------------
+
+
+def _separate_projections(mha: MultiHeadAttention, query, key, value, mask):
+    """The lesson's path: W^Q, W^K, W^V as three matmuls, each split into heads."""
+    B, T, D = query.shape
+    S = key.size(1)
+    q = mha.w_q(query).view(B, T, mha.n_heads, mha.d_head).transpose(1, 2)  # (B, H, T, Dh)
+    k = mha.w_k(key).view(B, S, mha.n_heads, mha.d_head).transpose(1, 2)  # (B, H, S, Dh)
+    v = mha.w_v(value).view(B, S, mha.n_heads, mha.d_head).transpose(1, 2)  # (B, H, S, Dh)
+    return mha._attend_heads(q, k, v, mask)
+
+
+def _outputs_and_grads(fn, mha, *inputs):
+    """fn's output, the gradients of its inputs and of mha's parameters, for a fixed upstream gradient."""
+    mha.zero_grad()
+    inputs = [x.clone().requires_grad_() for x in inputs]
+    out = fn(*inputs)
+    (out * torch.linspace(-1, 1, out.size(-1))).sum().backward()
+    return out.detach(), [x.grad for x in inputs], {name: p.grad.clone() for name, p in mha.named_parameters()}
+
+
+@pytest.mark.parametrize("record", [None, True])  # training uses F.sdpa, recording our sdpa
+def test_fused_qkv_projection_equals_three_projections(record) -> None:
+    """Self-attention projects Q, K and V in one matmul: the same output and gradients, up to rounding."""
+    torch.manual_seed(0)
+    mha = _mha(32, 4).train()
+    mha.record_weights = record
+    x, mask = torch.randn(3, 7, 32), causal_mask(7)
+    out, (grad_x,), grads = _outputs_and_grads(lambda y: mha(y, y, y, mask), mha, x)
+    ref, (ref_grad_x,), ref_grads = _outputs_and_grads(lambda y: _separate_projections(mha, y, y, y, mask), mha, x)
+    torch.testing.assert_close(out, ref, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(grad_x, ref_grad_x, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(grads, ref_grads, atol=1e-6, rtol=1e-5)
+    q, k, v = mha.project_qkv(x)
+    torch.testing.assert_close(q, mha.project_q(x), atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close((k, v), mha.project_kv(x, x.clone()), atol=1e-6, rtol=1e-5)  # a clone: not `key is value`
+
+
+def test_fused_kv_projection_in_cross_attention_equals_two_projections() -> None:
+    """Cross-attention reads the memory as key and value: K and V come from one matmul."""
+    torch.manual_seed(0)
+    mha = _mha(32, 4).train()
+    x, memory = torch.randn(3, 5, 32), torch.randn(3, 9, 32)
+    mask = padding_mask(torch.tensor([[1] * 9, [1] * 6 + [0] * 3, [1] * 2 + [0] * 7]), pad_id=0)
+    out, grads_in, grads = _outputs_and_grads(lambda y, m: mha(y, m, m, mask), mha, x, memory)
+    ref, ref_grads_in, ref_grads = _outputs_and_grads(lambda y, m: _separate_projections(mha, y, m, m, mask), mha, x, memory)
+    torch.testing.assert_close(out, ref, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(grads_in, ref_grads_in, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(grads, ref_grads, atol=1e-6, rtol=1e-5)
+
+
+def test_fused_projections_keep_the_three_linears_and_the_state_dict() -> None:
+    """The fusion stacks the weights on every call: parameters, names and checkpoints are those of the lesson."""
+    mha = MultiHeadAttention(16, 4)
+    assert list(mha.state_dict()) == [f"{w}.{p}" for w in ("w_q", "w_k", "w_v", "w_o") for p in ("weight", "bias")]
+    x = torch.randn(2, 3, 16)
+    with torch.no_grad():
+        mha.w_k.weight.zero_()
+        mha.w_k.bias.fill_(1.0)  # a change to one Linear shows in the fused path at once
+    _, k, _ = mha.project_qkv(x)
+    torch.testing.assert_close(k, torch.ones(2, 4, 3, 4))

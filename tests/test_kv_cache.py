@@ -160,13 +160,18 @@ def _textbook_attention(attn, x: torch.Tensor, mask: torch.Tensor) -> torch.Tens
     return attn.w_o(out.transpose(1, 2).reshape(B, T, D))
 
 
-def test_training_gradients_are_bitwise_those_of_the_textbook_order():
+def test_training_gradients_are_those_of_the_textbook_order():
     """The cache split attention into project_q / project_kv / attend; training must not notice.
 
-    Autograd sums the three projections' input gradients in the order they were
-    recorded, so computing K and V before Q changes the gradient's last bits, and
-    with them every trained model (an earlier version of the cache did exactly
-    this and changed notebook 10's quick model).
+    Until the fused projections, this test asked for bitwise equality: autograd
+    sums the three projections' input gradients in the order they were recorded,
+    so computing K and V before Q changed the gradient's last bits (an earlier
+    version of the cache did exactly this and changed notebook 10's quick model).
+    Self-attention now projects Q, K and V in one matmul
+    (:meth:`~transformer_lessons.attention.MultiHeadAttention.project_qkv`), whose
+    input gradient is one matmul over the three stacked weights instead of a sum
+    of three: it changes the last bits on purpose (faster training), so the
+    gradient must equal the textbook order's to float rounding, a few ulp.
     """
     from transformer_lessons.attention import MultiHeadAttention
 
@@ -179,4 +184,4 @@ def test_training_gradients_are_bitwise_those_of_the_textbook_order():
         y = x.clone().requires_grad_()
         (fn(y) * torch.linspace(-1, 1, 32)).sum().backward()
         grads.append(y.grad)
-    assert torch.equal(grads[0], grads[1])
+    torch.testing.assert_close(grads[0], grads[1], atol=1e-6 * grads[1].abs().max().item(), rtol=1e-6)

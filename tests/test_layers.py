@@ -16,6 +16,7 @@ from transformer_lessons.layers import (
     PositionalEncoding,
     PositionwiseFeedForward,
     SublayerConnection,
+    layer_norm,
     sinusoidal_positional_encoding,
 )
 
@@ -46,6 +47,29 @@ def test_layer_norm_matches_torch_with_random_affine(shape) -> None:
     torch.testing.assert_close(xa.grad, xb.grad, atol=1e-4, rtol=0)
     torch.testing.assert_close(ours.weight.grad, ref.weight.grad, atol=1e-4, rtol=0)
     torch.testing.assert_close(ours.bias.grad, ref.bias.grad, atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-3])  # ordinary rows, and rows whose variance is near eps
+def test_layer_norm_module_computes_the_written_out_formula(scale) -> None:
+    """LayerNorm.forward calls F.layer_norm for speed; the lesson's formula is layer_norm(): same function, same gradients."""
+    torch.manual_seed(0)
+    ln = LayerNorm(32)
+    with torch.no_grad():
+        ln.weight.normal_()
+        ln.bias.normal_()
+    x = scale * torch.randn(4, 6, 32) + scale
+    xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+    fused = ln(xa)
+    formula = layer_norm(xb, ln.weight, ln.bias, ln.eps)
+    torch.testing.assert_close(fused, formula, atol=ATOL, rtol=0)
+    g = torch.randn_like(x)
+    weight_grads = []
+    for out, inp in ((fused, xa), (formula, xb)):
+        ln.zero_grad()
+        (out * g).sum().backward()
+        weight_grads.append((ln.weight.grad.clone(), ln.bias.grad.clone()))
+    torch.testing.assert_close(xa.grad, xb.grad, atol=1e-4 / scale, rtol=1e-5)  # d/dx scales as 1/std
+    torch.testing.assert_close(weight_grads[0], weight_grads[1], atol=1e-4, rtol=1e-5)
 
 
 def test_layer_norm_eps_and_parameter_names() -> None:
