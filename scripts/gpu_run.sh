@@ -12,7 +12,7 @@
 # Environment: COMMIT (recorded in command.txt; the checkout's .git does not travel), OUT (where
 # the results go; the device tool sets it), BUDGET (seconds this command may take, default 540:
 # the tool stops a command at 600), DEVICE (default cuda), BENCH_STEPS (default 100; 0 skips the
-# benchmark), RUN_DIR (default runs/full), TRAIN_ARGS (extra train options; a small dry run on a
+# benchmark; BENCH_COMPILE=1 adds torch.compile's figures), RUN_DIR (default runs/full), TRAIN_ARGS (extra train options; a small dry run on a
 # CPU: DEVICE=cpu BENCH_STEPS=0 TRAIN_ARGS="--epochs 1 --beam 1" with a tiny corpus, as tests/test_cli.py does).
 #
 # What comes back, in $OUT/full: train.log (everything printed here), command.txt,
@@ -58,6 +58,8 @@ TRAIN=(python3 -m transformer_lessons train --preset full --corpus "$CORPUS" --o
 # shellcheck disable=SC2206  # TRAIN_ARGS is split into words on purpose
 TRAIN+=($TRAIN_ARGS)
 BENCH=(python3 benchmarks/bench_train.py --device "$DEVICE" --preset full --corpus "$CORPUS" --steps "$BENCH_STEPS")
+# BENCH_COMPILE=1 also times both models under torch.compile (a minute or two of compiling on a GPU).
+if [ "${BENCH_COMPILE:-0}" = 1 ]; then BENCH+=(--compile); fi
 {
     echo "commit: ${COMMIT:-unknown} (filled in by the caller: the device has no .git)"
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"

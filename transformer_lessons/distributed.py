@@ -141,13 +141,8 @@ class AgreedStepBoundary(StepBoundary):
             raise StopRequested(signum, mid_step=True)
         self.pending = signum
 
-    @contextmanager
-    def step(self) -> Iterator[None]:
-        self._in_step = True
-        try:
-            yield
-        finally:
-            self._in_step = False
+    def _after_step(self) -> None:
+        pass  # the signal stays pending until stop_here, where every rank sees it
 
 
 def shard_batch(batch, rank: int, world_size: int, pad_id: int):

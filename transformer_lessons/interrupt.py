@@ -69,6 +69,10 @@ class StepBoundary:
             yield
         finally:
             self._in_step = False
+        self._after_step()
+
+    def _after_step(self) -> None:
+        """A signal held back during the step stops the run now."""
         if self.pending is not None:
             signum, self.pending = self.pending, None
             raise StopRequested(signum)
