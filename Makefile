@@ -54,7 +54,8 @@ notebooks: setup
 
 bench: setup
 	$(BIN)/python benchmarks/bench_model.py
-	$(BIN)/python benchmarks/bench_train.py
+	TRANSFORMER_LESSONS_DATA="$(DATA)" $(BIN)/python benchmarks/bench_train.py
+	TRANSFORMER_LESSONS_DATA="$(DATA)" $(BIN)/python benchmarks/bench_decode.py
 
 # Re-run every notebook in place in the quick mode and save its outputs (after changing a lesson or the
 # package), starting without the runs the notebooks train, as a fresh checkout does (they go to the top-level
