@@ -2,8 +2,12 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-# Tests and CI read Multi30k from the shared copy beside the project when there is one.
-DATA   ?= $(abspath $(wildcard ../shared/data/multi30k))
+# Multi30k from a folder of its .gz files: make learn DATA=/media/usb/multi30k, else $TRANSFORMER_LESSONS_DATA of your
+# shell, else the shared copy beside the project when there is one (tests, CI). Empty: the package's own cache, which in
+# a course folder prepared by `make classroom` is its classroom/cache (no network needed).
+DATA   ?= $(or $(TRANSFORMER_LESSONS_DATA),$(abspath $(wildcard ../shared/data/multi30k)))
+# For JupyterLab: the variable only when DATA is set, so an empty DATA never hides the shell's own.
+DATA_ENV = $(if $(DATA),TRANSFORMER_LESSONS_DATA="$(DATA)")
 
 .PHONY: learn lab test unit notebooks setup bench clean execute learner learner-test browser-test ci
 
@@ -22,7 +26,16 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
-setup: $(VENV)/.installed
+# The course's JupyterLab settings (jupyter/lab-settings.json), installed into the venv as defaults that the
+# learner can still change in JupyterLab: no "get notified about official Jupyter news?" box over a new learner's
+# notebook, no update check (a classroom often has no network). JupyterLab reads every file in
+# <venv>/share/jupyter/lab/settings/overrides.d/ (jupyterlab_server's settings_utils).
+LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.d/transformer-lessons.json
+$(LAB_SETTINGS): jupyter/lab-settings.json | $(VENV)/.installed
+	mkdir -p $(dir $@)
+	cp $< $@
+
+setup: $(VENV)/.installed $(LAB_SETTINGS)
 
 # JupyterLab on the lessons: learn opens learner/ (the exercises, for you to write), lab opens notebooks/
 # (the same lessons solved). ARGS goes to jupyter lab as it is, for example
@@ -32,11 +45,19 @@ setup: $(VENV)/.installed
 # picked up by accident; only `make learn ARGS=...` sets it.
 ARGS :=
 
+# As root (a Docker container, many workshop VMs) JupyterLab refuses to start ("Running as root is not
+# recommended. Use --allow-root to bypass."): there the two targets pass --allow-root, and say so.
+# AS_ROOT=yes or AS_ROOT= overrides what `id -u` says.
+AS_ROOT ?= $(if $(filter 0,$(shell id -u)),yes)
+ROOT_NOTE = @echo "make: you are root (a container or VM?), so JupyterLab starts with --allow-root"
+
 learn: setup
-	$(BIN)/jupyter lab learner/ $(ARGS)
+	$(if $(AS_ROOT),$(ROOT_NOTE))
+	$(DATA_ENV) $(BIN)/jupyter lab learner/ $(if $(AS_ROOT),--allow-root) $(ARGS)
 
 lab: setup
-	$(BIN)/jupyter lab notebooks/ $(ARGS)
+	$(if $(AS_ROOT),$(ROOT_NOTE))
+	$(DATA_ENV) $(BIN)/jupyter lab notebooks/ $(if $(AS_ROOT),--allow-root) $(ARGS)
 
 # Every test: unit tests, then every notebook executed by nbval in quick mode.
 # TQDM_MININTERVAL: progress bars refresh at most every 5 s, so a long bar cannot flood
@@ -58,7 +79,8 @@ bench: setup
 	TRANSFORMER_LESSONS_DATA="$(DATA)" $(BIN)/python benchmarks/bench_decode.py
 
 # Re-run every notebook in place in the quick mode and save its outputs (after changing a lesson or the
-# package), starting without the runs the notebooks train, as a fresh checkout does (they go to the top-level
+# package), timing each (the table it prints, and results/notebook_times.json, are the notebooks' run times
+# on this machine), starting without the runs the notebooks train, as a fresh checkout does (they go to the top-level
 # runs/; NOTEBOOK_RUNS names them, and any other run there is kept; notebooks/runs is where they went before).
 # The Colab cells are stamped first, so that the saved notebooks hold their executed versions; learner/ is
 # rebuilt from the result.
@@ -66,8 +88,8 @@ NOTEBOOK_RUNS := runs/quick runs/09_resume_demo
 execute: setup
 	$(BIN)/python -m transformer_lessons.authoring.colab
 	rm -rf notebooks/runs $(NOTEBOOK_RUNS)
-	cd notebooks && TQDM_MININTERVAL=5 TRANSFORMER_LESSONS_MODE=quick TRANSFORMER_LESSONS_DATA="$(DATA)" MPLBACKEND=agg \
-		../$(BIN)/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=1200 [0-9][0-9]_*.ipynb
+	TQDM_MININTERVAL=5 TRANSFORMER_LESSONS_MODE=quick TRANSFORMER_LESSONS_DATA="$(DATA)" MPLBACKEND=agg \
+		$(BIN)/python scripts/time_notebooks.py --inplace --json results/notebook_times.json
 	$(MAKE) learner
 
 # Learner notebooks (exercises as stubs, solutions folded) and the Colab cells, generated from notebooks/.

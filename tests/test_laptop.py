@@ -12,10 +12,17 @@
 from __future__ import annotations
 
 import base64
+import contextlib
+import json
 import os
+import secrets
 import shlex
 import shutil
+import signal
+import socket
 import subprocess
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -42,11 +49,73 @@ def _make_dry_run(*args: str) -> list[str]:
 
 @pytest.mark.parametrize("target, folder", [("learn", "learner/"), ("lab", "notebooks/")])
 def test_make_opens_jupyterlab_on_its_folder_with_the_args_given(target, folder):
-    lines = _make_dry_run(target, "ARGS=--no-browser --port 8890 --IdentityProvider.token=abc")
+    lines = _make_dry_run(target, "AS_ROOT=", "ARGS=--no-browser --port 8890 --IdentityProvider.token=abc")
     lab = [shlex.split(line) for line in lines if "jupyter lab" in line]
     assert lab == [[".venv/bin/jupyter", "lab", folder, "--no-browser", "--port", "8890", "--IdentityProvider.token=abc"]], lines
-    plain = [shlex.split(line) for line in _make_dry_run(target) if "jupyter lab" in line]
+    plain = [shlex.split(line) for line in _make_dry_run(target, "AS_ROOT=") if "jupyter lab" in line]
     assert plain == [[".venv/bin/jupyter", "lab", folder]], "an ARGS of the shell must not reach jupyter lab"
+
+
+@pytest.mark.parametrize("target, folder", [("learn", "learner/"), ("lab", "notebooks/")])
+def test_as_root_make_allows_root_and_says_so(target, folder):
+    lines = _make_dry_run(target, "AS_ROOT=yes", "ARGS=--port 8890")
+    lab = [shlex.split(line) for line in lines if "jupyter lab" in line]
+    assert lab == [[".venv/bin/jupyter", "lab", folder, "--allow-root", "--port", "8890"]], lines
+    assert any("you are root" in line and "--allow-root" in line for line in lines), lines
+    # Left to itself, make asks `id -u`.
+    detected = [line for line in _make_dry_run(target) if "jupyter lab" in line]
+    assert ("--allow-root" in detected[0]) == (os.geteuid() == 0), detected
+
+
+def _get_json(url: str, timeout: float = 5):
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        return json.loads(response.read() or b"null")
+
+
+def test_make_learn_starts_a_quiet_jupyterlab_even_as_root(tmp_path):
+    """The real command: JupyterLab answers (as root too: CI runs as root) with the news prompt and update check off."""
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    port, token = _free_port(), secrets.token_hex(8)
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "config"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+           "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "user-settings"), "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "ws")}
+    args = f"ARGS=--no-browser --ServerApp.ip=127.0.0.1 --port {port} --ServerApp.port_retries=0 --IdentityProvider.token={token}"
+    log = tmp_path / "make-learn.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(["make", "--no-print-directory", "learn", args], cwd=ROOT, env=env, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            assert proc.poll() is None, f"make learn exited with {proc.returncode}:\n{log.read_text()[-2000:]}"
+            try:
+                _get_json(f"{base}/api/status?token={token}", timeout=2)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, f"JupyterLab did not answer:\n{log.read_text()[-2000:]}"
+                time.sleep(0.5)
+        setting = _get_json(f"{base}/lab/api/settings/@jupyterlab/apputils-extension:notification?token={token}")
+        # The course's values are the schema's defaults (overrides.d); the learner's own settings are still empty.
+        defaults = {name: spec.get("default") for name, spec in setting["schema"]["properties"].items()}
+        assert defaults["fetchNews"] == "false" and defaults["checkForUpdates"] is False, defaults
+        assert "fetchNews" not in setting["settings"], setting["settings"]
+        if os.geteuid() == 0:
+            assert "you are root" in log.read_text()
+    finally:
+        with contextlib.suppress(OSError):
+            urllib.request.urlopen(urllib.request.Request(f"{base}/api/shutdown?token={token}", method="POST", data=b""), timeout=10)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=20)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def test_the_readmes_two_commands_are_make_targets():

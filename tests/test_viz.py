@@ -16,8 +16,10 @@ import io
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
+import ipywidgets
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
@@ -26,6 +28,7 @@ from PIL import Image
 
 from transformer_lessons import PRESETS, Transformer, padding_mask, target_mask, viz
 from transformer_lessons.layers import sinusoidal_positional_encoding
+from transformer_lessons.notes import CourseWarning
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -267,10 +270,20 @@ def test_translator_answers_awkward_input_in_the_widget(random_translator_parts)
 def _displayed(widget, monkeypatch) -> list[dict]:
     """The outputs ``widget`` leaves when a notebook displays it (what IPython's ``display`` receives)."""
     shown = []
-    for module in ("transformer_lessons.viz._widgets", "transformer_lessons.viz.translator"):  # (viz.translator is the function)
-        monkeypatch.setattr(sys.modules[module], "display", lambda bundle, raw=False: shown.append(bundle))
+    monkeypatch.setattr(viz._widgets, "display", lambda bundle, raw=False: shown.append(bundle))
     widget._ipython_display_()
     return shown
+
+
+def _ipywidgets_own_bundle(widget, monkeypatch) -> dict:
+    """What ipywidgets itself displays for ``widget``: 8.x's ``Widget._repr_mimebundle_``, 7.x's ``_ipython_display_``."""
+    if hasattr(ipywidgets.Widget, "_repr_mimebundle_"):
+        return ipywidgets.Widget._repr_mimebundle_(widget)
+    shown = []
+    monkeypatch.setattr(sys.modules["ipywidgets.widgets.widget"], "display", lambda bundle, raw=False: shown.append(bundle))
+    monkeypatch.setattr(widget, "_handle_displayed", lambda **kwargs: None)
+    ipywidgets.Widget._ipython_display_(widget)
+    return shown[0]
 
 
 def _pixels(png_base64: str) -> np.ndarray:
@@ -305,6 +318,31 @@ def test_figure_widgets_display_a_static_copy_only_their_live_view_hides(make, m
     assert own["text/plain"] == widget.describe()
 
 
+def test_widgets_display_as_ipywidgets_7_and_8_do(model_attention, random_translator_parts, monkeypatch):
+    # Colab ships ipywidgets 7.7.1, which has no Widget._repr_mimebundle_ (8.0 added it): there a widget that asked
+    # super() for its bundle printed an AttributeError and a text dump instead of itself. Whichever version is
+    # installed, each widget shows what ipywidgets itself would (the live view), with its own text.
+    attention, src_tokens, tgt_tokens = model_attention
+    model, src_vocab, tgt_vocab = random_translator_parts
+    made = {
+        "attention": viz.attention_explorer(attention, src_tokens, tgt_tokens),
+        "positional": viz.positional_encoding_explorer(max_len=12, d_model=8),
+        "stepper": viz.generation_stepper(src_tokens[0], ["a", "dog", "runs", "<eos>"], [w[0] for w in attention["cross"]]),
+        "translator": viz.translator(model, src_vocab, tgt_vocab, sentence="Ein Mann .", beam_size=1),
+    }
+    for name, widget in made.items():
+        ipywidgets_7 = not hasattr(ipywidgets.Widget, "_repr_mimebundle_")
+        handled = []
+        if ipywidgets_7:  # 7.x tells the widget it was displayed (its on_displayed callbacks)
+            monkeypatch.setattr(widget, "_handle_displayed", lambda **kwargs: handled.append(kwargs))
+        own = _displayed(widget, monkeypatch)[0]
+        expected = {**_ipywidgets_own_bundle(widget, monkeypatch), "text/plain": widget.describe()}
+        assert own == expected, name
+        assert own["application/vnd.jupyter.widget-view+json"]["model_id"] == widget.model_id, name
+        assert widget._repr_mimebundle_() == expected, name
+        assert len(handled) == (1 if ipywidgets_7 else 0), name
+
+
 def test_translator_displays_a_static_copy_of_its_word_by_word_picture(random_translator_parts, monkeypatch):
     model, src_vocab, tgt_vocab = random_translator_parts
     t = viz.translator(model, src_vocab, tgt_vocab, sentence="Ein Mann .", beam_size=1)
@@ -312,6 +350,35 @@ def test_translator_displays_a_static_copy_of_its_word_by_word_picture(random_tr
     assert "Ein Mann ." in own["text/plain"]
     empty = viz.translator(model, src_vocab, tgt_vocab, sentence="")
     assert len(_displayed(empty, monkeypatch)) == 1  # nothing translated, no picture to copy
+
+
+def _foreign_warning() -> None:
+    """A warning of another package, as Colab's jupyter_client 7 raises it on Python >= 3.12 while a kernel sends."""
+    warnings.warn_explicit("datetime.datetime.utcnow() is deprecated", DeprecationWarning,
+                           filename="jupyter_client/session.py", lineno=1, module="jupyter_client.session")
+
+
+def test_translator_notes_only_its_own_and_lets_other_warnings_pass(random_translator_parts, monkeypatch):
+    # The translator used to record every warning of the process while it translated: it showed another package's
+    # warning as a note under the translation, and swallowed it. Now it shows translate's notes alone.
+    from transformer_lessons import decode
+
+    model, src_vocab, tgt_vocab = random_translator_parts
+    real = decode.decode_token_lists
+
+    def noisy(*args, **kwargs):
+        _foreign_warning()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(decode, "decode_token_lists", noisy)
+    t = viz.translator(model, src_vocab, tgt_vocab, sentence="", beam_size=1)
+    with warnings.catch_warnings(record=True) as caught:  # the test's own record: what reaches the process
+        warnings.simplefilter("always")
+        t.controls["text"].value = " ".join(["Ein Mann ."] * 20)  # 60 tokens, more than max_len 32: a note
+    assert "only their first 31 tokens" in t.result.value  # the package's note, under the translation
+    assert "utcnow" not in t.result.value  # not the foreign warning ...
+    assert [str(w.message) for w in caught if "utcnow" in str(w.message)] == ["datetime.datetime.utcnow() is deprecated"]  # ... which is not swallowed
+    assert not [w for w in caught if issubclass(w.category, CourseWarning)]  # and the shown note is no warning as well
 
 
 def test_positional_encoding_explorer_follows_its_sliders():

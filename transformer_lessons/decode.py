@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 import numbers
 import os
-import warnings
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -29,6 +28,7 @@ from transformer_lessons.checkpoint import load_checkpoint
 from transformer_lessons.kv_cache import greedy_decode_cached
 from transformer_lessons.masks import causal_mask, padding_mask
 from transformer_lessons.model import Transformer
+from transformer_lessons.notes import note
 
 if TYPE_CHECKING:
     from transformer_lessons.data import Corpus, Vocab
@@ -430,8 +430,10 @@ def translate(
     Behaviour on awkward input: ``""`` or whitespace gives ``""``; a word not
     in the vocabulary becomes ``<unk>`` (no error; the output may contain
     ``<unk>``); a sentence longer than the model's ``max_len`` is cut to fit,
-    with a warning; anything but a ``str`` or a list/tuple of ``str`` raises
-    ``TypeError``.
+    with a note: a :class:`~transformer_lessons.notes.CourseWarning`, or inside
+    ``with collect_notes() as notes:`` (:mod:`transformer_lessons.notes`) an entry
+    of ``notes`` instead; anything but a ``str`` or a list/tuple of ``str``
+    raises ``TypeError``.
     """
     from transformer_lessons.data import Tokenizer
 
@@ -458,10 +460,13 @@ def translate(
 
 
 def _cut_long_sources(src_units: list[list[str]], limit: int) -> list[list[str]]:
-    """Each source cut to ``limit`` units, with a warning (pointing at the caller of ``translate``) if any was longer."""
+    """Each source cut to ``limit`` units, with a note (:mod:`transformer_lessons.notes`) if any was longer.
+
+    Uncollected, the note is a :class:`~transformer_lessons.notes.CourseWarning` pointing at the caller of ``translate``.
+    """
     long = [i for i, u in enumerate(src_units) if len(u) > limit]
     if long:
-        warnings.warn(
+        note(
             f"{len(long)} sentence(s) (index {long[:5]}) have more than {limit} tokens, the most this model accepts "
             f"(max_len={limit + 1}, one place for <eos>); only their first {limit} tokens are translated",
             stacklevel=3,

@@ -27,6 +27,16 @@ that shows PNGs other than as ``data:`` URLs, as VS Code may, shows the copy
 under the live widget.) The widget's own output keeps only a short stable text
 (nbval compares it); the copy holds only ``image/png``, which nbval does not
 compare, so saved notebooks and fresh runs still agree.
+
+Why the widgets build their display bundle themselves: ipywidgets 8 builds a
+widget's bundle (its live view, ``application/vnd.jupyter.widget-view+json``,
+and a text) in ``Widget._repr_mimebundle_``, but Colab ships ipywidgets 7.7.1,
+where that method does not exist: 7.x displays a widget in
+``Widget._ipython_display_``, which builds the same bundle, displays it and then
+calls ``_handle_displayed`` (the ``on_displayed`` callbacks). A widget that
+called ``super()._repr_mimebundle_()`` failed on Colab with ``AttributeError``.
+:class:`_LiveWithStaticCopy` makes the bundle on both (ipywidgets' own method
+where there is one) and does what 7.x does after displaying it.
 """
 
 from __future__ import annotations
@@ -49,6 +59,9 @@ WIDGET_DPI = 80  # PNGs shown by widgets: sharp enough on screen, small in the .
 STATIC_COPY_NOTE = "transformer_lessons static copy"  # the text chunk that marks a widget's static copy
 _PNG_END = b"\x00\x00\x00\x00IEND\xaeB`\x82"  # the IEND chunk every PNG ends with
 _TAIL_CHARS = 64  # the static copy's base64 ends with these: its text chunk (with the hash) and IEND
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"  # the MIME type of a live widget's output
+# ipywidgets 7.x (Colab's 7.7.1) has no Widget._repr_mimebundle_: it displays in Widget._ipython_display_.
+_IPYWIDGETS_7 = not hasattr(widgets.Widget, "_repr_mimebundle_")
 
 
 def _png_bytes(fig: Figure) -> bytes:
@@ -96,7 +109,45 @@ class _StaticCopies(widgets.HTML):
         self.value = "<style>\n" + "\n".join(self._rules) + "\n</style>"
 
 
-class _FigureWidget(widgets.VBox):
+def widget_bundle(widget: widgets.Widget, text: str) -> dict:
+    """What a notebook shows of ``widget``: its live view, and ``text`` for nbval and text-only viewers.
+
+    ipywidgets 8 makes the view entry in ``Widget._repr_mimebundle_``; on 7.x it is the
+    entry that 7.x's ``Widget._ipython_display_`` writes (protocol 2.0, the widget's model id).
+    """
+    if _IPYWIDGETS_7:
+        data = {WIDGET_VIEW: {"version_major": 2, "version_minor": 0, "model_id": widget.model_id}}
+    else:
+        data = dict(widgets.Widget._repr_mimebundle_(widget) or {})
+    data["text/plain"] = text
+    return data
+
+
+class _LiveWithStaticCopy:
+    """How a course widget displays itself: the live widget with a stable text, then a static copy of its picture.
+
+    A mixin, first among the bases of a ``VBox`` subclass that has a ``_static_copies``
+    child (:class:`_StaticCopies`), a ``describe()`` and a ``_static_png()``.
+    """
+
+    def describe(self) -> str:  # pragma: no cover - every widget says what it shows
+        raise NotImplementedError
+
+    def _static_png(self) -> bytes:  # pragma: no cover - every widget has its picture
+        raise NotImplementedError
+
+    def _repr_mimebundle_(self, **kwargs):
+        return widget_bundle(self, self.describe())
+
+    def _ipython_display_(self, **kwargs) -> None:
+        """The widget, then a static copy of its picture (see the module's docstring)."""
+        display(self._repr_mimebundle_(), raw=True)
+        if _IPYWIDGETS_7:
+            self._handle_displayed(**kwargs)  # what 7.x's Widget._ipython_display_ does after displaying
+        self._static_copies.show(self._static_png())
+
+
+class _FigureWidget(_LiveWithStaticCopy, widgets.VBox):
     """Controls above an ``Output`` that shows the current figure as a PNG."""
 
     _kind_name = "figure widget"
@@ -140,15 +191,8 @@ class _FigureWidget(widgets.VBox):
         """One line saying what is shown (also the widget's plain-text display)."""
         return self._kind_name
 
-    def _repr_mimebundle_(self, **kwargs):
-        data = super()._repr_mimebundle_(**kwargs) or {}
-        data["text/plain"] = self.describe()  # stable text for nbval and text-only viewers
-        return data
-
-    def _ipython_display_(self) -> None:
-        """The widget, then a static copy of its picture (see the module's docstring)."""
-        display(self._repr_mimebundle_(), raw=True)
-        self._static_copies.show(self._png)
+    def _static_png(self) -> bytes:
+        return self._png
 
 
 def _head_options(n_heads: int) -> list[tuple[str, object]]:

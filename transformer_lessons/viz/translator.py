@@ -8,19 +8,18 @@ with the :func:`~transformer_lessons.viz.stepper.generation_stepper` view.
 from __future__ import annotations
 
 import html
-import warnings
 
 import ipywidgets as widgets
-from IPython.display import display
 
 from transformer_lessons.decode import translate as _translate
-from transformer_lessons.viz._widgets import _StaticCopies
+from transformer_lessons.notes import collect_notes
+from transformer_lessons.viz._widgets import _LiveWithStaticCopy, _StaticCopies
 from transformer_lessons.viz.stepper import GenerationStepper
 
 MAX_WIDGET_BEAM = 8  # the translator's beam slider: beyond ~8 beams Multi30k gains nothing and a CPU waits
 
 
-class Translator(widgets.VBox):
+class Translator(_LiveWithStaticCopy, widgets.VBox):
     """Widget returned by :func:`translator`."""
 
     def __init__(self, model, src_vocab, tgt_vocab, sentence: str = "", beam_size: int = 4,
@@ -77,8 +76,7 @@ class Translator(widgets.VBox):
             return ""
         keep = self._view_choice()
         try:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
+            with collect_notes() as said:  # translate's own notes (input cut to fit), no other warning
                 text, details = _translate(self.model, sentence, beam_size=self.beam_size, src_vocab=self.src_vocab,
                                           tgt_vocab=self.tgt_vocab, return_attention=True, length_penalty=self.length_penalty)
         except Exception as error:  # a widget shows the problem; it never leaves a traceback in the notebook
@@ -86,7 +84,7 @@ class Translator(widgets.VBox):
             self._show(f"could not translate: {html.escape(str(error))}", color="#c92a2a")
             return ""
         self.translation, self.details = text, details
-        notes = [html.escape(str(w.message)) for w in caught]
+        notes = [html.escape(message) for message in said]
         unknown = [t for t in details["src_tokens"][:-1] if t not in self.src_vocab]
         if unknown:
             notes.append("never seen in training, read as &lt;unk&gt;: " + ", ".join(html.escape(t) for t in unknown))
@@ -120,16 +118,9 @@ class Translator(widgets.VBox):
             return head + "translator (type a German sentence)"
         return head + f"{sentence!r} -> {self.translation!r}"
 
-    def _repr_mimebundle_(self, **kwargs):
-        data = super()._repr_mimebundle_(**kwargs) or {}
-        data["text/plain"] = self.describe()  # stable text for nbval and text-only viewers
-        return data
-
-    def _ipython_display_(self) -> None:
-        """The widget, then a static copy of the word-by-word picture (see ``viz/_widgets.py``)."""
-        display(self._repr_mimebundle_(), raw=True)
-        if self.stepper is not None:
-            self._static_copies.show(self.stepper._png)
+    def _static_png(self) -> bytes:
+        """The word-by-word picture, for the static copy (``viz/_widgets.py``); none before a translation."""
+        return self.stepper._png if self.stepper is not None else b""
 
 
 def translator(model, src_vocab, tgt_vocab, sentence: str = "Ein Mann fährt Fahrrad.", beam_size: int = 4,
