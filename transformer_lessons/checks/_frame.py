@@ -4,7 +4,11 @@ A check body is a plain function decorated with :func:`_exercise`. The body call
 the learner's code through :func:`_call`, validates what came back with
 :func:`_expect_tensor`, and compares it with :func:`_diagnose`, which, when the
 answer is wrong, tries each known bug's simulation and names the first one the
-answer equals. The decorator seeds, turns gradients off, prints the one-line
+answer equals. The simulations are built from what the learner built where that
+matters (their own sub-modules, epsilon, dropout: :func:`_own_number`,
+:func:`_own_dropouts`), and independent mistakes (:class:`Slip`) are also tried two
+at a time, so that an answer with two bugs is named as such (:func:`_slip_bugs`)
+instead of only "differs". The decorator seeds, turns gradients off, prints the one-line
 verdict, and turns a stub's ``NotImplementedError`` into "not implemented yet".
 What the learner sees of all this (the red box, "still checking ...") lives in
 :mod:`._feedback`.
@@ -14,7 +18,9 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Callable, Sequence
+import itertools
+import numbers
+from typing import Any, Callable, NamedTuple, Sequence
 
 import torch
 from torch import nn
@@ -309,9 +315,12 @@ def _expect_dropout(module: nn.Module, zero: Callable[[], nn.Module], args: tupl
     copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
     first, second = _call(unused, *args), _call(unused, *copies)
     if isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor) and not torch.equal(first, second):
+        held = _own_dropouts(unused)
+        found = ("; it holds " + ", ".join(f"`{name}` with p={p:g}" for name, p in held.items())
+                 + ": a sub-module built without the dropout argument keeps its own default rate") if held else ""
         raise _known_bug(
-            "built with dropout=0.0, your module still drops in training mode: is the rate hard-coded "
-            "(nn.Dropout(0.1))? Use the dropout argument: self.dropout = nn.Dropout(dropout)"
+            f"built with dropout=0.0, your module still drops in training mode{found}. Is a rate hard-coded "
+            "(nn.Dropout(0.1)), or not passed on? Use the dropout argument: self.dropout = nn.Dropout(dropout)"
         )
 
 
@@ -340,3 +349,63 @@ def _submodule(module: nn.Module, name: str, description: str) -> nn.Module:
     if not isinstance(sub, nn.Module):
         raise ExerciseError(f"your layer should have a submodule `{name}` ({description})")
     return sub
+
+
+# --- naming what the learner built: mistakes one and two at a time, their own hyper-parameters ---
+
+
+class Slip(NamedTuple):
+    """One mistake a check simulates on its own: the hint naming it, and the knobs of the check's simulator
+    that reproduce it. Slips setting different knobs are independent, so :func:`_slip_bugs` also tries
+    them two at a time."""
+
+    hint: str
+    knobs: dict[str, Any]
+
+
+def _two_things(first: str, second: str) -> str:
+    """The message for an answer that two known mistakes explain together, only together."""
+    return f"two things differ, fix both:\n  1. {first}\n  2. {second}"
+
+
+def _slip_bugs(simulate: Callable[..., Any], slips: Sequence[Slip], partners: Sequence[Slip] = (),
+               among: bool = True) -> list[Bug]:
+    """The bugs of :func:`_diagnose` from slips: each alone, then each two at once ("two things differ").
+
+    ``partners`` are differences the check found in what the learner built (their own
+    epsilon, their own sub-modules) that may come on top of any slip: each is tried
+    alone, with every slip, and with the other partners. With ``among`` the slips are
+    also paired with each other (leave it off where there are dozens of them). Two
+    slips that set the same knob are never a pair.
+    """
+    singles = [(s.hint, functools.partial(simulate, **s.knobs)) for s in (*slips, *partners)]
+    pairs = [*(itertools.combinations(slips, 2) if among else ()), *itertools.product(slips, partners),
+             *itertools.combinations(partners, 2)]
+    doubles = [(_two_things(a.hint, b.hint), functools.partial(simulate, **a.knobs, **b.knobs))
+               for a, b in pairs if not a.knobs.keys() & b.knobs.keys()]
+    return singles + doubles
+
+
+def _own_number(module: Any, names: Sequence[str]) -> float | None:
+    """A hyper-parameter as the learner's module holds it (its epsilon, say), found under its usual names."""
+    for name in names:
+        value = getattr(module, name, None)
+        if isinstance(value, numbers.Real) and not isinstance(value, bool):
+            return float(value)
+    return None
+
+
+def _own_default(cls: Callable[..., Any], argument: str) -> float | None:
+    """The default the learner's constructor gives ``argument`` (``eps=1e-6``), or None."""
+    try:
+        parameter = inspect.signature(cls).parameters.get(argument)
+    except (TypeError, ValueError):
+        return None
+    default = getattr(parameter, "default", None)
+    return float(default) if isinstance(default, numbers.Real) and not isinstance(default, bool) else None
+
+
+def _own_dropouts(module: nn.Module) -> dict[str, float]:
+    """The dropout rates the learner's module holds, by sub-module name (nn.Dropout only: F.dropout is invisible)."""
+    return {name or "(the module itself)": float(sub.p) for name, sub in module.named_modules()
+            if isinstance(sub, nn.Dropout) and sub.p > 0}

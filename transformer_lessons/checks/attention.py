@@ -29,6 +29,7 @@ from transformer_lessons.checks._frame import (
     _expect_dropout,
     _expect_tensor,
     _expect_unchanged,
+    _known_bug,
     _linear,
     _module,
     _shape,
@@ -127,7 +128,7 @@ def _sdpa_bugs(q, k, v, mask=None) -> list[Bug]:
 
 
 def _unpack_attention(
-    result: Any, shapes: tuple[tuple[int, ...], tuple[int, ...]], dtype: torch.dtype
+    result: Any, shapes: tuple[tuple[int, ...], tuple[int, ...]], dtype: torch.dtype, finite: bool = True
 ) -> tuple[torch.Tensor, torch.Tensor]:
     if result is None:
         raise ExerciseError("your function returned None: did you forget `return output, weights`?")
@@ -143,21 +144,21 @@ def _unpack_attention(
             f"weights have shape {_shape(weights)} = (..., S, T) but should be {w_shape} = (..., T, S), one row per "
             "query: scores = query @ key.transpose(-2, -1)"
         )
-    output = _expect_tensor(result[0], "output", out_shape, dtype, nan_hint=_MASK_NAN_HINT,
+    output = _expect_tensor(result[0], "output", out_shape, dtype, nan_hint=_MASK_NAN_HINT, finite=finite,
                             shape_hint="output = weights @ value, (..., T, S) @ (..., S, d_v)")
-    weights = _expect_tensor(weights, "weights", w_shape, dtype, nan_hint=_MASK_NAN_HINT,
+    weights = _expect_tensor(weights, "weights", w_shape, dtype, nan_hint=_MASK_NAN_HINT, finite=finite,
                              shape_hint="weights = softmax(scores), one row per query: (..., T, S)")
     return output, weights
 
 
-def _run_attention(fn, q, k, v, mask=None) -> tuple[torch.Tensor, torch.Tensor]:
+def _run_attention(fn, q, k, v, mask=None, finite=True) -> tuple[torch.Tensor, torch.Tensor]:
     inputs = {"query": q, "key": k, "value": v} | ({"mask": mask} if mask is not None else {})
     originals = {name: t.clone() for name, t in inputs.items()}
     args = (q, k, v) if mask is None else (q, k, v, mask)
     result = _call(fn, *args)
     _expect_unchanged(originals, inputs)
     shapes = ((*q.shape[:-1], v.size(-1)), (*q.shape[:-1], k.size(-2)))
-    return _unpack_attention(result, shapes, q.dtype)
+    return _unpack_attention(result, shapes, q.dtype, finite)
 
 
 def _check_attention_case(fn, q, k, v, mask=None) -> None:
@@ -179,6 +180,48 @@ def _check_attention_case(fn, q, k, v, mask=None) -> None:
     _diagnose((output, weights), (expected_output, expected_weights), bugs, "(output, weights)", advice)
 
 
+def _blocked_query(fn) -> str:
+    """A query whose keys are ALL blocked: the other queries must be right; what it gets itself is a choice.
+
+    Softmax over scores that are all -inf is 0/0, NaN (what ``nn.MultiheadAttention``
+    returns); a large finite fill such as -1e9 gives equal weights on every key (the
+    Annotated Transformer's way); the course's reference, like
+    ``F.scaled_dot_product_attention``, returns a row of zeros. No mask of the course
+    blocks a whole row, so all three are accepted; the verdict says which one the
+    learner's gives when it is not the reference's zeros (notebook 01 says the same).
+    """
+    q, k, v = torch.randn(2, 4, 8), torch.randn(2, 6, 8), torch.randn(2, 6, 5)
+    mask = _allowed_mask((2, 4, 6))
+    mask[0, 2] = False  # query 2 of the first sequence may attend to nothing
+    output, weights = _run_attention(fn, q, k, v, mask, finite=False)
+    blocked = ~mask.any(-1)  # (2, 4): True for the one blocked query
+    reference_output = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    reference_weights = _attention(q, k, v, mask)[1].masked_fill(blocked[..., None], 0.0)
+    rows = ~blocked
+    if not (torch.isfinite(output[rows]).all() and torch.isfinite(weights[rows]).all()):
+        raise _known_bug("with one query whose keys are all blocked, NaN or inf reached the OTHER queries' rows too: "
+                         "whatever that query gets must stay in its own row")
+    _diagnose((output[rows], weights[rows]), (reference_output[rows], reference_weights[rows]), [],
+              "(output, weights) of the queries that may attend somewhere, next to a query whose keys are all blocked")
+    row_w, row_out = weights[blocked], output[blocked]  # (1, S), (1, d_v)
+    if torch.equal(row_w, torch.zeros_like(row_w)) and torch.allclose(row_out, torch.zeros_like(row_out)):
+        return ""
+    if row_w.isnan().all() and row_out.isnan().all():
+        return ("; a query whose keys are all blocked gets NaN from yours (0/0 in the softmax) where the reference "
+                "gives a row of zeros: accepted, as no mask of this course blocks a whole row, see notebook 01")
+    uniform = torch.full_like(row_w, 1 / row_w.size(-1))
+    if torch.allclose(row_w, uniform, atol=1e-6) and torch.allclose(row_out, v[0].mean(0, keepdim=True), atol=1e-5):
+        return ("; a query whose keys are all blocked gets equal weights on every key from yours (a finite fill such "
+                "as -1e9) where the reference gives a row of zeros: accepted, as no mask of this course blocks a whole "
+                "row, see notebook 01")
+    raise _known_bug(
+        f"a query whose keys are all blocked gets the weights {[round(w, 4) for w in row_w[0].tolist()]} from yours. "
+        "It has nothing it may attend to: the reference gives it a row of zeros (NaN, the 0/0 of a softmax over "
+        "scores that are all -inf, or equal weights, from a finite fill, are accepted too), never weight on some "
+        "blocked keys and not others"
+    )
+
+
 @_exercise(
     "scaled_dot_product_attention",
     "scale the query-key scores by 1/sqrt(d_k), hide masked keys (mask False) with -inf, softmax over "
@@ -190,6 +233,12 @@ def check_scaled_dot_product_attention(fn: Callable[..., tuple[torch.Tensor, tor
     Expected signature: ``fn(query, key, value, mask=None) -> (output, weights)``
     with ``weights = softmax(query @ keyᵀ / √d_k)`` (masked scores set to -inf
     where ``mask`` is False) and ``output = weights @ value``.
+
+    A query whose keys are all blocked may get a row of zeros (the reference's
+    answer), NaN (a softmax over scores that are all -inf) or equal weights (a
+    finite fill such as -1e9): the course's masks never block a whole row, so the
+    check accepts all three and its verdict says which one ``fn`` gives when it
+    is not zeros.
 
     Shape:
         query ``(..., T, d_k)``, key ``(..., S, d_k)``, value ``(..., S, d_v)``,
@@ -236,7 +285,8 @@ def check_scaled_dot_product_attention(fn: Callable[..., tuple[torch.Tensor, tor
             f"correct on (B, T, d_k) inputs but not with a heads axis (B, H, T, d_k) and a (B, 1, 1, S) mask: "
             f"count axes from the end (key.transpose(-2, -1), size(-1), softmax(dim=-1)).\n  {error.args[0]}"
         ) from error.__cause__
-    return "shapes, values against F.scaled_dot_product_attention, masking, rows sum to 1, heads axis"
+    note = _blocked_query(fn)
+    return "shapes, values against F.scaled_dot_product_attention, masking, rows sum to 1, heads axis" + note
 
 
 # --- multi-head attention ------------------------------------------------------------

@@ -4,13 +4,18 @@ The check copies the learner's submodules (attention, feed-forward, LayerNorms
 with distinct non-trivial weights) into the package's ``EncoderLayer`` or
 ``DecoderLayer`` and compares outputs. The bug simulations restack the same
 submodules wrongly with :func:`_residual_stack`: pre-norm, a missing residual,
-norms swapped or shared, sublayers out of order, masks dropped or swapped.
+norms swapped or shared, sublayers out of order, masks dropped or swapped. When
+the learner's own submodules compute something else than the reference's holding
+the same weights (their own LayerNorm class, say), the simulations are also run on
+the learner's own submodules, so that "pre-norm, with your own LayerNorm" is
+named as the two things it is (:func:`_own_parts`).
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import torch
 from torch import nn
@@ -22,6 +27,7 @@ from transformer_lessons.checks._frame import (
     _RTOL,
     Bug,
     ExerciseError,
+    Slip,
     _call,
     _call_eval,
     _diagnose,
@@ -31,6 +37,7 @@ from transformer_lessons.checks._frame import (
     _expect_unchanged,
     _module,
     _shape,
+    _slip_bugs,
     _submodule,
 )
 from transformer_lessons.masks import causal_mask
@@ -94,40 +101,99 @@ def _pad_mask(lengths: Sequence[int], size: int) -> torch.Tensor:
 _NORM_HINT = "norm the SUM: x = norm(x + sublayer(x)), not x + norm(sublayer(x))"
 
 
-def _encoder_layer_bugs(ref: EncoderLayer, x: torch.Tensor, mask: torch.Tensor | None) -> list[Bug]:
-    """The common encoder layer bugs, restacking the reference's submodules: each hint, and what it returns."""
-    n1, n2, ff = ref.sublayers[0].norm, ref.sublayers[1].norm, ref.feed_forward
+class _Parts(NamedTuple):
+    """The submodules a layer stacks: the reference's (holding the learner's weights) or the learner's own."""
 
-    def sa(mk):
-        return lambda y: ref.self_attn(y, y, y, mk)
+    self_attn: Any
+    feed_forward: Any
+    norms: Sequence[Any]
+    cross_attn: Any = None
 
-    def bug(steps, mode="post"):
-        return lambda: _residual_stack(x, steps, mode)
 
-    bugs: list[Bug] = [
-        ("that is pre-norm, x + sublayer(norm(x)); this exercise follows the paper's post-norm: "
-         "x = norm1(x + self_attn(x, x, x, src_mask)), then x = norm2(x + feed_forward(x))",
-         bug([(sa(mask), n1, True), (ff, n2, True)], "pre")),
-        ("the residual around self-attention is missing: x = norm1(x + self_attn(x, x, x, src_mask))",
-         bug([(sa(mask), n1, False), (ff, n2, True)])),
-        ("the residual around the feed-forward is missing: x = norm2(x + feed_forward(x))",
-         bug([(sa(mask), n1, True), (ff, n2, False)])),
-        ("both residual connections are missing: norm(x + sublayer(x)), adding the sublayer's input back",
-         bug([(sa(mask), n1, False), (ff, n2, False)])),
-        ("norm1 and norm2 are swapped: norm1 follows self-attention, norm2 the feed-forward",
-         bug([(sa(mask), n2, True), (ff, n1, True)])),
-        ("the same LayerNorm is used twice: norm1 after self-attention, norm2 after the feed-forward",
-         bug([(sa(mask), n1, True), (ff, n1, True)])),
-        ("the same LayerNorm is used twice: norm1 after self-attention, norm2 after the feed-forward",
-         bug([(sa(mask), n2, True), (ff, n2, True)])),
-        ("the sublayers are in the wrong order: self-attention first, then the feed-forward",
-         bug([(ff, n1, True), (sa(mask), n2, True)])),
-        (_NORM_HINT, bug([(sa(mask), n1, True), (ff, n2, True)], "norm_sublayer")),
+def _reference_parts(ref: nn.Module) -> _Parts:
+    return _Parts(ref.self_attn, ref.feed_forward, [s.norm for s in ref.sublayers], getattr(ref, "cross_attn", None))
+
+
+def _learner_parts(learner: nn.Module, count: int) -> _Parts:
+    return _Parts(learner.self_attn, learner.feed_forward, [norm for _, norm in _learner_norms(learner, count)],
+                  getattr(learner, "cross_attn", None))
+
+
+def _differs(a: Any, b: Any, *args: Any) -> bool:
+    """Do two modules (the learner's and the reference's, same weights) give different outputs on args?"""
+    try:
+        got = a(*args)
+    except Exception:  # noqa: BLE001 - the learner's module fails here: the layer's own call will say so
+        return False
+    return not (isinstance(got, torch.Tensor) and got.shape == args[0].shape and
+                torch.allclose(got, b(*args), atol=_ATOL, rtol=_RTOL))
+
+
+def _own_parts(learner: nn.Module, ref: nn.Module, x: torch.Tensor) -> list[Slip]:
+    """The learner's own submodules, as a partner slip (knob ``parts``), if they differ from the reference's.
+
+    The reference's submodules hold the learner's weights, so they differ only when the
+    learner's classes compute something else (the Annotated Transformer's LayerNorm, say).
+    The hint names which and the check that tests each alone.
+    """
+    own, theirs = _learner_parts(learner, len(ref.sublayers)), _reference_parts(ref)
+    differences = []
+    norms = [type(n).__name__ for n, r in zip(own.norms, theirs.norms) if _differs(n, r, x)]
+    if norms:
+        differences.append(
+            f"your LayerNorm ({', '.join(sorted(set(norms)))}) is not nn.LayerNorm's function: with the same weight "
+            "and bias it gives other values. check_layer_norm on that class names what differs")
+    attentions = [(name, a) for name, a, r in (("self_attn", own.self_attn, theirs.self_attn),
+                                               ("cross_attn", own.cross_attn, theirs.cross_attn))
+                  if a is not None and _differs(a, r, x, x, x, None)]
+    if attentions:
+        differences.append(
+            f"your {' and '.join(name for name, _ in attentions)} ({type(attentions[0][1]).__name__}) computes something "
+            "else than multi-head attention holding the same weights: check_multi_head_attention on that class names what")
+    if _differs(own.feed_forward, theirs.feed_forward, x):
+        differences.append(
+            f"your feed_forward ({type(own.feed_forward).__name__}) computes something else than w_2(relu(w_1(x))) with "
+            "the same weights: check_feed_forward on that class names what")
+    return [Slip("; and ".join(differences), {"parts": own})] if differences else []
+
+
+def _encoder_layer_bugs(ref: EncoderLayer, x: torch.Tensor, mask: torch.Tensor | None,
+                        own: Sequence[Slip] = ()) -> list[Bug]:
+    """The common encoder layer bugs, restacking the reference's submodules (or the learner's own, ``own``),
+    alone and two at a time: each hint, and what it returns."""
+
+    def simulate(parts=_reference_parts(ref), mode="post", residual=(True, True), norms=(0, 1), ff_first=False,
+                 use_mask=True):
+        attend = functools.partial(_self_attend, parts.self_attn, mask if use_mask else None)
+        subs = [parts.feed_forward, attend] if ff_first else [attend, parts.feed_forward]
+        return _residual_stack(x, [(subs[i], parts.norms[norms[i]], residual[i]) for i in range(2)], mode)
+
+    slips = [
+        Slip("that is pre-norm, x + sublayer(norm(x)); this exercise follows the paper's post-norm: "
+             "x = norm1(x + self_attn(x, x, x, src_mask)), then x = norm2(x + feed_forward(x))", {"mode": "pre"}),
+        Slip("the residual around self-attention is missing: x = norm1(x + self_attn(x, x, x, src_mask))",
+             {"residual": (False, True)}),
+        Slip("the residual around the feed-forward is missing: x = norm2(x + feed_forward(x))",
+             {"residual": (True, False)}),
+        Slip("both residual connections are missing: norm(x + sublayer(x)), adding the sublayer's input back",
+             {"residual": (False, False)}),
+        Slip("norm1 and norm2 are swapped: norm1 follows self-attention, norm2 the feed-forward", {"norms": (1, 0)}),
+        Slip(_SHARED_NORM, {"norms": (0, 0)}),
+        Slip(_SHARED_NORM, {"norms": (1, 1)}),
+        Slip("the sublayers are in the wrong order: self-attention first, then the feed-forward", {"ff_first": True}),
+        Slip(_NORM_HINT, {"mode": "norm_sublayer"}),
     ]
     if mask is not None:
-        bugs.insert(0, ("src_mask is not passed to self-attention: self_attn(x, x, x, src_mask), so no "
-                        "query attends to padding", bug([(sa(None), n1, True), (ff, n2, True)])))
-    return bugs
+        slips.insert(0, Slip("src_mask is not passed to self-attention: self_attn(x, x, x, src_mask), so no "
+                             "query attends to padding", {"use_mask": False}))
+    return _slip_bugs(simulate, slips, own)
+
+
+def _self_attend(attention: Callable[..., torch.Tensor], mask: torch.Tensor | None, y: torch.Tensor) -> torch.Tensor:
+    return attention(y, y, y, mask)
+
+
+_SHARED_NORM = "the same LayerNorm is used twice: norm1 after self-attention, norm2 after the feed-forward"
 
 
 _SUBLAYER_DROPOUT = "to each sublayer's output before the residual addition: norm(x + dropout(sublayer(x)))"
@@ -184,7 +250,7 @@ def check_encoder_layer(cls: Callable[..., nn.Module]) -> str:
         out = _expect_tensor(out, "the output", x.shape, x.dtype, nan_hint=_MASK_NAN_HINT,
                              shape_hint="an encoder layer keeps the shape (B, S, d_model)")
         what = "the output" + (" with a padding mask" if mask is not None else "")
-        _diagnose(out, ref(x, mask), _encoder_layer_bugs(ref, x, mask), what)
+        _diagnose(out, ref(x, mask), _encoder_layer_bugs(ref, x, mask, _own_parts(m, ref, x)), what)
     _expect_dropout(m, lambda: _module(cls, (D, H, d_ff, 0.0), "cls(d_model, n_heads, d_ff, dropout)"), args, out,
                     _SUBLAYER_DROPOUT)
     return ("values against the package's EncoderLayer holding your weights, with and without a padding mask, "
@@ -215,53 +281,44 @@ def _cross_wiring_hint(wiring: Sequence[str]) -> str:
 
 
 def _decoder_layer_bugs(ref: DecoderLayer, x: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor,
-                        tgt_mask: torch.Tensor) -> list[Bug]:
-    """The common decoder layer bugs, restacking the reference's submodules: each hint, and what it returns."""
-    norms = [s.norm for s in ref.sublayers]
-    ff = ref.feed_forward
+                        tgt_mask: torch.Tensor, own: Sequence[Slip] = ()) -> list[Bug]:
+    """The common decoder layer bugs, restacking the reference's submodules (or the learner's own, ``own``,
+    named with each bug): each hint, and what it returns."""
+    masks = {"tgt": tgt_mask, "src": src_mask, None: None}
 
-    def sa(mk):
-        return lambda y: ref.self_attn(y, y, y, mk)
-
-    def ca(mk, wiring=("y", "memory", "memory")):
-        def attend(y):
+    def simulate(parts=_reference_parts(ref), self_mask="tgt", cross_mask="src", wiring=("y", "memory", "memory"),
+                 order=("self", "cross", "ff"), norms=(0, 1, 2), residual=(True, True, True), mode="post"):
+        def cross(y):
             q, k, v = ({"y": y, "x": x, "memory": memory}[name] for name in wiring)
-            return ref.cross_attn(q, k, v, mk)
+            return parts.cross_attn(q, k, v, masks[cross_mask])
 
-        return attend
+        subs = {"self": functools.partial(_self_attend, parts.self_attn, masks[self_mask]), "cross": cross,
+                "ff": parts.feed_forward}
+        return _residual_stack(x, [(subs[order[i]], parts.norms[norms[i]], residual[i]) for i in range(3)], mode)
 
-    def bug(steps, mode="post"):
-        return lambda: _residual_stack(x, steps, mode)
-
-    def layer(s=None, c=None, f=ff, order=(0, 1, 2), residual=(True, True, True)):
-        subs = [s or sa(tgt_mask), c or ca(src_mask), f]
-        return [(subs[i], norms[order[i]], residual[i]) for i in range(3)]
-
-    bugs: list[Bug] = [
-        (_CAUSAL_HINT, bug(layer(s=sa(None)))),
-        ("src_mask and tgt_mask are swapped: self-attention takes tgt_mask (causal + padding), "
-         "cross-attention takes src_mask (source padding)", bug(layer(s=sa(src_mask), c=ca(tgt_mask)))),
-        *((_cross_wiring_hint(wiring), bug(layer(c=ca(src_mask, wiring)))) for wiring in _CROSS_WIRINGS),
-        ("cross-attention should take the output of the self-attention sublayer as its query, not the "
-         "layer's input", bug(layer(c=ca(src_mask, ("x", "memory", "memory"))))),
-        ("src_mask is not passed to cross-attention: cross_attn(x, memory, memory, src_mask), so no query "
-         "attends to source padding", bug(layer(c=ca(None)))),
-        ("that is pre-norm, x + sublayer(norm(x)); this exercise follows the paper's post-norm: "
-         "x = norm(x + sublayer(x)) for each of the three sublayers", bug(layer(), "pre")),
-        (_NORM_HINT, bug(layer(), "norm_sublayer")),
-        ("the sublayers are in the wrong order: masked self-attention, then cross-attention, then feed-forward",
-         bug([(ca(src_mask), norms[0], True), (sa(tgt_mask), norms[1], True), (ff, norms[2], True)])),
+    slips = [
+        Slip(_CAUSAL_HINT, {"self_mask": None}),
+        Slip("src_mask and tgt_mask are swapped: self-attention takes tgt_mask (causal + padding), "
+             "cross-attention takes src_mask (source padding)", {"self_mask": "src", "cross_mask": "tgt"}),
+        *(Slip(_cross_wiring_hint(wiring), {"wiring": wiring}) for wiring in _CROSS_WIRINGS),
+        Slip("cross-attention should take the output of the self-attention sublayer as its query, not the "
+             "layer's input", {"wiring": ("x", "memory", "memory")}),
+        Slip("src_mask is not passed to cross-attention: cross_attn(x, memory, memory, src_mask), so no query "
+             "attends to source padding", {"cross_mask": None}),
+        Slip("that is pre-norm, x + sublayer(norm(x)); this exercise follows the paper's post-norm: "
+             "x = norm(x + sublayer(x)) for each of the three sublayers", {"mode": "pre"}),
+        Slip(_NORM_HINT, {"mode": "norm_sublayer"}),
+        Slip("the sublayers are in the wrong order: masked self-attention, then cross-attention, then feed-forward",
+             {"order": ("cross", "self", "ff")}),
     ]
     for i, name in enumerate(("self-attention", "cross-attention", "feed-forward")):
-        residual = tuple(j != i for j in range(3))
-        bugs.append((f"the residual around the {name} is missing: x = norm{i + 1}(x + sublayer(x))",
-                     bug(layer(residual=residual))))
+        slips.append(Slip(f"the residual around the {name} is missing: x = norm{i + 1}(x + sublayer(x))",
+                          {"residual": tuple(j != i for j in range(3))}))
     for order in itertools.product(range(3), repeat=3):  # every other way to pick a norm per sublayer
-        if order == (0, 1, 2):
-            continue
-        bugs.append(("the LayerNorms are mixed up: norm1 after self-attention, norm2 after cross-attention, "
-                     "norm3 after the feed-forward", bug(layer(order=order))))
-    return bugs
+        if order != (0, 1, 2):
+            slips.append(Slip("the LayerNorms are mixed up: norm1 after self-attention, norm2 after cross-attention, "
+                              "norm3 after the feed-forward", {"norms": order}))
+    return _slip_bugs(simulate, slips, own, among=False)
 
 
 @_exercise(
@@ -323,7 +380,7 @@ def check_decoder_layer(cls: Callable[..., nn.Module]) -> str:
         _expect_unchanged(originals, inputs)
         out = _expect_tensor(out, "the output", x.shape, x.dtype, nan_hint=_MASK_NAN_HINT,
                              shape_hint="one vector per TARGET position: (B, T, d_model)")
-        bugs = _decoder_layer_bugs(ref, x, memory, src_mask, tgt_mask)
+        bugs = _decoder_layer_bugs(ref, x, memory, src_mask, tgt_mask, _own_parts(m, ref, x))
         try:
             _diagnose(out, ref(x, memory, src_mask, tgt_mask), bugs, f"the output (memory length {S})")
         except ExerciseError as error:

@@ -6,6 +6,7 @@ bias, and ``w_2(relu(w_1(x)))`` computed from the learner's own two Linear layer
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import torch
@@ -16,6 +17,7 @@ from transformer_lessons.checks._frame import (
     _DROPOUT,
     Bug,
     ExerciseError,
+    Slip,
     _call,
     _call_eval,
     _diagnose,
@@ -23,9 +25,13 @@ from transformer_lessons.checks._frame import (
     _expect_dropout,
     _expect_tensor,
     _expect_unchanged,
+    _known_bug,
     _linear,
     _module,
+    _own_default,
+    _own_number,
     _shape,
+    _slip_bugs,
 )
 
 
@@ -43,35 +49,69 @@ def _layer_norm(x, weight, bias, eps=1e-5, unbiased=False, eps_outside=False, di
     return (weight * normed if gain else normed) + (bias if shift else 0)
 
 
-def _layer_norm_bugs(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> list[Bug]:
-    """The common LayerNorm bugs on x: each hint, and what that bug returns."""
+# Where learners (and tutorials) keep their epsilon: nn.LayerNorm's `eps`, BERT's `variance_epsilon`, ...
+_EPS_NAMES = ("eps", "epsilon", "variance_epsilon", "eps_")
 
-    def bug(**knobs):
-        return lambda: _layer_norm(x, weight, bias, **({"eps": eps} | knobs))
 
-    bugs: list[Bug] = [
-        ("use the biased variance, as nn.LayerNorm does: x.var(dim=-1, keepdim=True, unbiased=False) "
-         "(torch.var's default divides by D - 1)", bug(unbiased=True)),
-        ("eps belongs INSIDE the square root: (x - mean) / torch.sqrt(var + eps), not / (std + eps)", bug(eps_outside=True)),
-        ("use the biased variance and put eps inside the square root: (x - mean) / torch.sqrt(var + eps) "
-         "with var = x.var(dim=-1, keepdim=True, unbiased=False)", bug(eps_outside=True, unbiased=True)),
-        ("divide by the standard deviation, torch.sqrt(var + eps), not by the variance", bug(sqrt=False)),
-        ("normalise over the LAST axis, the features: mean(dim=-1, keepdim=True), var(dim=-1, ...); "
-         "you normalised over the batch (dim=0)", bug(dim=0)),
-        ("normalise over the LAST axis, the features: mean(dim=-1, keepdim=True); you normalised over the "
-         "positions (dim=1)", bug(dim=1)),
-        ("normalise each vector over the LAST axis (dim=-1, keepdim=True), not over the whole tensor",
-         bug(dim=(0, 1, 2))),
-        ("the gain is missing: multiply the normalised x by self.weight", bug(gain=False)),
-        ("the bias is missing: add self.bias after scaling", bug(shift=False)),
-        ("the gain and the bias are missing: return self.weight * normalised + self.bias", bug(gain=False, shift=False)),
-        ("weight and bias are swapped: weight multiplies, bias adds", bug(swap=True)),
+def _layer_norm_bugs(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float,
+                     own_eps: float | None = None, default: bool = True) -> list[Bug]:
+    """The common LayerNorm bugs on x: each hint, and what that bug returns; then two at a time.
+
+    ``own_eps`` is the epsilon the learner's module holds (None when it cannot be
+    read). When it differs from ``eps`` that difference is tried on top of every
+    formula bug, so the Annotated Transformer's LayerNorm (its own default 1e-6, the
+    unbiased std, eps outside the square root) is named as both. ``default``: the
+    module was built with its default eps (else with ``eps`` passed in).
+    """
+
+    def simulate(**knobs):
+        return _layer_norm(x, weight, bias, **({"eps": eps} | knobs))
+
+    slips = [
+        Slip("use the biased variance, as nn.LayerNorm does: x.var(dim=-1, keepdim=True, unbiased=False) "
+             "(torch.var's default divides by D - 1)", {"unbiased": True}),
+        Slip("eps belongs INSIDE the square root: (x - mean) / torch.sqrt(var + eps), not / (std + eps)",
+             {"eps_outside": True}),
+        Slip("use the biased variance and put eps inside the square root: (x - mean) / torch.sqrt(var + eps) "
+             "with var = x.var(dim=-1, keepdim=True, unbiased=False)", {"eps_outside": True, "unbiased": True}),
+        Slip("divide by the standard deviation, torch.sqrt(var + eps), not by the variance", {"sqrt": False}),
+        Slip("normalise over the LAST axis, the features: mean(dim=-1, keepdim=True), var(dim=-1, ...); "
+             "you normalised over the batch (dim=0)", {"dim": 0}),
+        Slip("normalise over the LAST axis, the features: mean(dim=-1, keepdim=True); you normalised over the "
+             "positions (dim=1)", {"dim": 1}),
+        Slip("normalise each vector over the LAST axis (dim=-1, keepdim=True), not over the whole tensor",
+             {"dim": (0, 1, 2)}),
+        Slip("the gain is missing: multiply the normalised x by self.weight", {"gain": False}),
+        Slip("the bias is missing: add self.bias after scaling", {"shift": False}),
+        Slip("the gain and the bias are missing: return self.weight * normalised + self.bias",
+             {"gain": False, "shift": False}),
+        Slip("weight and bias are swapped: weight multiplies, bias adds", {"swap": True}),
     ]
-    if eps != 1e-5:
-        bugs.insert(0, ("the eps argument is ignored: store it (self.eps = eps) and use it", bug(eps=1e-5)))
-    else:
-        bugs.insert(0, ("the default eps should be 1e-5, as nn.LayerNorm's", bug(eps=1e-6)))
-    return bugs
+    differs = own_eps is not None and not math.isclose(own_eps, eps)
+    partners = []
+    if default:  # built as cls(d_model): its own default eps, or (unknown) the usual other one, 1e-6
+        wrong_eps = own_eps if differs else 1e-6
+        hint = (f"your default eps is {wrong_eps:g}: this exercise's, like nn.LayerNorm's, is 1e-5 (eps decides how "
+                "much a vector of nearly equal entries is blown up, so the two give different outputs)")
+    else:  # built as cls(d_model, eps=eps): what it uses instead, or (unknown) the default 1e-5
+        wrong_eps = own_eps if differs else 1e-5
+        hint = (f"the eps argument is ignored: built with eps={eps:g}, your module uses {wrong_eps:g}. Store the "
+                "argument and use it" if differs else "the eps argument is ignored: store it (self.eps = eps) and use it")
+    if differs or own_eps is None:
+        partners.append(Slip(hint, {"eps": wrong_eps}))
+    return _slip_bugs(simulate, slips, partners)
+
+
+def _renamed_parameters(m: nn.Module, D: int) -> ExerciseError | None:
+    """A known bug when the learner's gain and shift are two (D,) parameters under other names (a_2, b_2; gamma, beta)."""
+    own = [name for name, p in m.named_parameters(recurse=False) if _shape(p) == (D,)]
+    if len(own) == 2 and not {"weight", "bias"} & set(own):
+        return _known_bug(
+            f"your two parameters of shape ({D},) are called `{own[0]}` and `{own[1]}`: this exercise, like "
+            "nn.LayerNorm, calls the gain `weight` and the shift `bias`, the names the course's LayerNorm weights are "
+            "saved and loaded under"
+        )
+    return None
 
 
 _LAYER_NORM_NAN = ("Is eps added INSIDE the square root, torch.sqrt(var + eps)? Without it a vector whose "
@@ -107,6 +147,8 @@ def check_layer_norm(cls: Callable[..., nn.Module]) -> str:
     """
     D = 8
     m = _module(cls, (D,), "cls(d_model, eps=1e-5)")
+    if not isinstance(getattr(m, "weight", None), nn.Parameter) and (renamed := _renamed_parameters(m, D)):
+        raise renamed
     for name, start in (("weight", torch.ones(D)), ("bias", torch.zeros(D))):
         p = getattr(m, name, None)
         if not isinstance(p, nn.Parameter):
@@ -134,8 +176,12 @@ def check_layer_norm(cls: Callable[..., nn.Module]) -> str:
         reference = nn.LayerNorm(D, eps=eps)
         reference.weight.copy_(weight)
         reference.bias.copy_(bias)
-        _diagnose(out, reference(x), _layer_norm_bugs(x, weight, bias, eps), f"the output (eps={eps})",
-                  "compare with nn.LayerNorm(d_model)")
+        # The learner's own epsilon: what their module holds, else their constructor's default.
+        own_eps = _own_number(layer, _EPS_NAMES)
+        if own_eps is None and eps == 1e-5:
+            own_eps = _own_default(cls, "eps")
+        _diagnose(out, reference(x), _layer_norm_bugs(x, weight, bias, eps, own_eps, default=eps == 1e-5),
+                  f"the output (eps={eps})", "compare with nn.LayerNorm(d_model)")
     return "parameters, values against nn.LayerNorm with non-trivial weight and bias, eps, inputs unchanged"
 
 

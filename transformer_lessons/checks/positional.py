@@ -7,22 +7,37 @@ check stays independent of :mod:`transformer_lessons.layers`.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Callable
 
 import torch
 
-from transformer_lessons.checks._frame import ExerciseError, _call, _diagnose, _exercise, _expect_tensor, _shape
+from transformer_lessons.checks._frame import (
+    ExerciseError,
+    Slip,
+    _call,
+    _diagnose,
+    _exercise,
+    _expect_tensor,
+    _shape,
+    _slip_bugs,
+)
 
 
-def _sinusoid(max_len, d_model, base=10000.0, start=0, exponent="2i", layout="interleaved", first="sin"):
-    """The §3.5 table in float64, with knobs that reproduce the common bugs."""
+def _sinusoid(max_len, d_model, base=10000.0, start=0, exponent="2i", layout="interleaved", first="sin", exp=True):
+    """The §3.5 table in float64, with knobs that reproduce the common bugs.
+
+    ``exp=False``: the frequencies left in log space, -2i·ln(base)/d_model, the exp of the
+    exp/log form forgotten.
+    """
     position = torch.arange(start, start + max_len, dtype=torch.float64)[:, None]  # (L, 1)
     pair = torch.arange(d_model // 2, dtype=torch.float64)  # i = 0 .. D/2-1
     # "i" forgot the factor 2; "4i" doubled a 2i that was already there (i in range(0, D, 2), then 2 * i).
     factor = {"2i": 2, "i": 1, "4i": 4}[exponent]
     # exp/log form of base^(-2i/D): deliberately not the package's formula, to stay independent
-    frequency = torch.exp(-math.log(base) * factor * pair / d_model)
+    log_frequency = -math.log(base) * factor * pair / d_model
+    frequency = torch.exp(log_frequency) if exp else log_frequency
     angle = position * frequency  # (L, D/2)
     sin, cos = torch.sin(angle), torch.cos(angle)
     if first == "cos":
@@ -39,6 +54,26 @@ def _sinusoid_per_column(max_len, d_model, two=False):
     angle = position * torch.exp(-math.log(10000.0) * (2 if two else 1) * column / d_model)
     pe = torch.where(column % 2 == 0, torch.sin(angle), torch.cos(angle))
     return pe.float()
+
+
+# The mistakes _sinusoid reproduces, alone and two at a time (base 1000 and a forgotten exp, say).
+_SLIPS = [
+    Slip("sin and cos are swapped: even columns (0, 2, ...) hold sin, odd columns cos", {"first": "cos"}),
+    Slip("the base should be 10000 (paper §3.5), not 1000: pos / 10000^(2i/d_model)", {"base": 1000.0}),
+    Slip("the exponent should be 2i/d_model, where i indexes the sin/cos PAIR (columns 2i and 2i+1); "
+         "you used i/d_model", {"exponent": "i"}),
+    Slip("the factor 2 is there twice: torch.arange(0, d_model, 2) already gives 2i = 0, 2, 4, ..., so the "
+         "exponent is that divided by d_model; multiplying it by 2 again makes it 4i/d_model", {"exponent": "4i"}),
+    Slip("sin and cos should be interleaved (sin in columns 0, 2, 4, ..., cos in 1, 3, 5, ...), not "
+         "concatenated as two halves: pe[:, 0::2] = sin, pe[:, 1::2] = cos", {"layout": "halves"}),
+    Slip("positions should start at 0 (torch.arange(max_len)), not 1: row 0 is [0, 1, 0, 1, ...]", {"start": 1}),
+    Slip("the frequencies are base^(-2i/d_model). Written in log space, -2i·ln(base)/d_model is only their "
+         "logarithm: the exp that turns it back into a frequency is missing (the frequencies then fall linearly "
+         "below zero instead of shrinking geometrically from 1)",
+         {"exp": False}),
+]
+_OWN_FREQUENCY = ("the exponent should be 2i/d_model with i the pair index, so columns 2i and 2i+1 share one "
+                  "frequency; you gave every column its own")
 
 
 @_exercise(
@@ -61,7 +96,8 @@ def check_positional_encoding(fn: Callable[[int, int], torch.Tensor]) -> str:
 
     Raises:
         ExerciseError: naming the likely bug (sin/cos swapped, base 1000,
-            exponent i/d or 4i/d, halves instead of interleaved, positions from 1).
+            exponent i/d or 4i/d, halves instead of interleaved, positions from 1,
+            the exp of the log-space form forgotten), or two of them at once.
     """
     for max_len, d_model in ((50, 16), (7, 4)):
         pe = _expect_tensor(_call(fn, max_len, d_model), f"the table for max_len={max_len}, d_model={d_model}")
@@ -77,25 +113,9 @@ def check_positional_encoding(fn: Callable[[int, int], torch.Tensor]) -> str:
                 f"the table should be float32 (torch's default float), got {pe.dtype}: it is added to float32 "
                 "embeddings; build it from torch.arange(..., dtype=torch.float32)"
             )
-        bugs = [
-            ("sin and cos are swapped: even columns (0, 2, ...) hold sin, odd columns cos",
-             lambda: _sinusoid(max_len, d_model, first="cos")),
-            ("the base should be 10000 (paper §3.5), not 1000: pos / 10000^(2i/d_model)",
-             lambda: _sinusoid(max_len, d_model, base=1000.0)),
-            ("the exponent should be 2i/d_model, where i indexes the sin/cos PAIR (columns 2i and 2i+1); "
-             "you used i/d_model", lambda: _sinusoid(max_len, d_model, exponent="i")),
-            ("the factor 2 is there twice: torch.arange(0, d_model, 2) already gives 2i = 0, 2, 4, ..., so the "
-             "exponent is that divided by d_model; multiplying it by 2 again makes it 4i/d_model",
-             lambda: _sinusoid(max_len, d_model, exponent="4i")),
-            ("the exponent should be 2i/d_model with i the pair index, so columns 2i and 2i+1 share one frequency; "
-             "you gave every column its own", lambda: _sinusoid_per_column(max_len, d_model)),
-            ("the exponent should be 2i/d_model with i the pair index, so columns 2i and 2i+1 share one frequency; "
-             "you gave every column its own", lambda: _sinusoid_per_column(max_len, d_model, two=True)),
-            ("sin and cos should be interleaved (sin in columns 0, 2, 4, ..., cos in 1, 3, 5, ...), not "
-             "concatenated as two halves: pe[:, 0::2] = sin, pe[:, 1::2] = cos",
-             lambda: _sinusoid(max_len, d_model, layout="halves")),
-            ("positions should start at 0 (torch.arange(max_len)), not 1: row 0 is [0, 1, 0, 1, ...]",
-             lambda: _sinusoid(max_len, d_model, start=1)),
+        bugs = _slip_bugs(functools.partial(_sinusoid, max_len, d_model), _SLIPS) + [
+            (_OWN_FREQUENCY, functools.partial(_sinusoid_per_column, max_len, d_model)),
+            (_OWN_FREQUENCY, functools.partial(_sinusoid_per_column, max_len, d_model, two=True)),
         ]
         _diagnose(pe, _sinusoid(max_len, d_model), bugs, f"the table for max_len={max_len}, d_model={d_model}", atol=1e-4)
     return "shape, dtype, values for two sizes against the formula of §3.5"
