@@ -1,6 +1,9 @@
-"""Shared fixtures for the unit tests: every test starts from the same seed."""
+"""Shared fixtures for the unit tests: every test starts from the same seed; ``no_network`` cuts the network."""
 
 from __future__ import annotations
+
+import errno
+import socket
 
 import pytest
 import torch
@@ -14,3 +17,15 @@ torch.set_num_threads(1)
 def _seed() -> None:
     # Each test is reproducible on its own, whatever ran before it.
     torch.manual_seed(0)
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Every connection and name lookup fails at once, as on a machine without network."""
+
+    def refuse(*args, **kwargs):
+        raise OSError(errno.ENETUNREACH, "the network is off in this test")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)

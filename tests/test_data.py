@@ -100,7 +100,21 @@ def test_resolve_data_dir(monkeypatch, tmp_path):
 def test_cache_dir(monkeypatch, tmp_path):
     assert data.cache_dir() == tmp_path / "cache"
     monkeypatch.delenv(data.CACHE_ENV)
+    monkeypatch.chdir(tmp_path)  # outside a course folder (a prepared one has its own: tests/test_classroom.py)
     assert data.cache_dir() == Path.home() / ".cache" / "transformer_lessons"
+
+
+@needs_data
+def test_the_shipped_test_sentences_are_the_real_files_lines():
+    test = data.load_split("test_2016_flickr", DATA_DIR, progress=False)
+    for i, pair in data.examples.TEST_2016_FLICKR.items():
+        assert pair == test[i], i
+    assert data.example_pairs([8, 20, 18, 32, 3, 9]) == [test[i] for i in (8, 20, 18, 32, 3, 9)]  # notebook 11's PICK
+
+
+def test_an_unshipped_line_says_where_the_rest_is():
+    with pytest.raises(KeyError, match=r"lines \[0\] of test_2016_flickr are not shipped.*load_split"):
+        data.example_pairs([8, 0])
 
 
 def test_bad_split_or_language():

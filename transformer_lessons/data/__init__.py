@@ -18,6 +18,9 @@ The pipeline from files to tensors, one step per module:
    every split and caches the tokens (best effort), so a second run (or a
    machine without spaCy) skips tokenization.
 
+And :mod:`~transformer_lessons.data.examples`: :func:`example_pairs`, the six
+test sentences notebook 11 shows, shipped with the package (no file, no network).
+
 Every name is importable from here (``from transformer_lessons import data;
 data.Vocab``), as it was when this package was one module.
 
@@ -30,6 +33,7 @@ Importing this package is cheap: spaCy and tqdm are imported only when used.
 
 from transformer_lessons.data.batching import Batch, IdPair, TokenBatcher, make_batch
 from transformer_lessons.data.corpus import CORPUS_FORMAT, Corpus, TokenPair, prepare_corpus
+from transformer_lessons.data.examples import example_pairs
 from transformer_lessons.data.files import (
     CACHE_ENV,
     DATA_ENV,
@@ -75,6 +79,7 @@ __all__ = [
     "VOCAB_FORMAT",
     "Vocab",
     "cache_dir",
+    "example_pairs",
     "fetch",
     "file_name",
     "load_split",

@@ -10,8 +10,11 @@ Where files live:
 
 - ``$TRANSFORMER_LESSONS_DATA`` (or ``data_dir=``): a folder you filled with
   the ``.gz`` files; read only, nothing is downloaded or written.
-- ``$TRANSFORMER_LESSONS_CACHE`` (default ``~/.cache/transformer_lessons``):
-  downloads, and the tokenized splits of :mod:`transformer_lessons.data.corpus`.
+- ``$TRANSFORMER_LESSONS_CACHE``: downloads, and the tokenized splits of
+  :mod:`transformer_lessons.data.corpus`. Unset, it is ``classroom/cache`` in a
+  course folder prepared for a classroom (``python -m transformer_lessons
+  classroom``, see :mod:`transformer_lessons.classroom`), so that copying the
+  folder copies the data; else ``~/.cache/transformer_lessons``.
 
 Dataset: Elliott et al. (2016), "Multi30K: Multilingual English-German Image
 Descriptions", task 1.
@@ -29,6 +32,7 @@ from pathlib import Path
 
 from transformer_lessons.atomic import atomic_write
 from transformer_lessons.errors import DataError
+from transformer_lessons.rundir import course_root
 
 URL_TEMPLATE = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/{split}.{lang}.gz"
 SPLITS = ("train", "val", "test_2016_flickr", "test_2017_flickr", "test_2018_flickr", "test_2017_mscoco")
@@ -62,6 +66,9 @@ SHA256 = {
 
 DATA_ENV = "TRANSFORMER_LESSONS_DATA"  # a directory holding the raw .gz files (no download)
 CACHE_ENV = "TRANSFORMER_LESSONS_CACHE"  # where downloads and tokenized corpora are kept
+#: The cache of a course folder prepared for a classroom with no network, relative to the folder's top.
+CLASSROOM_CACHE = Path("classroom") / "cache"
+PREPARE_COMMAND = "python -m transformer_lessons classroom"  # what fills CLASSROOM_CACHE (make classroom)
 DOWNLOAD_TIMEOUT_S = 30.0
 
 
@@ -100,10 +107,22 @@ def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
     return Path(env).expanduser() if env else None
 
 
+def classroom_cache() -> Path | None:
+    """``classroom/cache`` of the course folder holding the current directory, if it was prepared; else ``None``."""
+    root = course_root()
+    return root / CLASSROOM_CACHE if root is not None and (root / CLASSROOM_CACHE).is_dir() else None
+
+
 def cache_dir() -> Path:
-    """``$TRANSFORMER_LESSONS_CACHE``, else ``~/.cache/transformer_lessons`` (not created here)."""
+    """Where downloads and tokenized splits are kept (not created here).
+
+    ``$TRANSFORMER_LESSONS_CACHE``; else the prepared ``classroom/cache`` of the
+    course folder we are in (:func:`classroom_cache`); else ``~/.cache/transformer_lessons``.
+    """
     env = os.environ.get(CACHE_ENV, "").strip()
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "transformer_lessons"
+    if env:
+        return Path(env).expanduser()
+    return classroom_cache() or Path.home() / ".cache" / "transformer_lessons"
 
 
 def _url_of(name: str) -> str:
@@ -113,10 +132,9 @@ def _url_of(name: str) -> str:
 
 def _where_to_put_files(name: str) -> str:
     return (
-        f"To work offline, download the Multi30k files from {URL_TEMPLATE} "
-        f"(for this one: {_url_of(name)}) and either "
-        f"put them in the cache directory {cache_dir()} (or set {CACHE_ENV} to choose another), "
-        f"or put them in any directory and set {DATA_ENV}=<that directory> or pass data_dir=<that directory>."
+        f"To work offline, prepare this course folder on a machine with a network, with {PREPARE_COMMAND} "
+        f"(make classroom), and copy the folder here; or download the Multi30k .gz files (this one: {_url_of(name)}) "
+        f"into the cache {cache_dir()}, or into any folder and set {DATA_ENV}=<that folder> (or pass data_dir=<that folder>)."
     )
 
 
@@ -257,8 +275,8 @@ def fetch(split: str, lang: str, data_dir: str | os.PathLike | None = None, prog
     except OSError as err:  # the network: URLError/HTTPError, timeouts, resets
         reason = getattr(err, "reason", None) or err
         raise DataError(
-            f"could not download {url} ({reason}) and there is no copy of {name}. Check the internet connection "
-            f"(and any proxy), or try again later. {_where_to_put_files(name)}"
+            f"{name} (Multi30k) is not on this machine, and the course could not download it ({reason}): connect to the "
+            f"internet (check any proxy) and run this again. {_where_to_put_files(name)}"
         ) from err
     if actual != SHA256[name]:
         path.unlink(missing_ok=True)
