@@ -8,8 +8,14 @@ BIN    := $(VENV)/bin
 DATA   ?= $(or $(TRANSFORMER_LESSONS_DATA),$(abspath $(wildcard ../shared/data/multi30k)))
 # For JupyterLab: the variable only when DATA is set, so an empty DATA never hides the shell's own.
 DATA_ENV = $(if $(DATA),TRANSFORMER_LESSONS_DATA="$(DATA)")
+# A course folder prepared with `make classroom WHEELS=yes` carries every Python package in classroom/wheels: pip then
+# installs from there alone, so a learner's machine needs no network for `make learn` either.
+ifneq ($(wildcard classroom/wheels/*.whl),)
+export PIP_NO_INDEX := 1
+export PIP_FIND_LINKS := $(abspath classroom/wheels)
+endif
 
-.PHONY: learn lab test unit notebooks setup bench clean execute learner learner-test browser-test ci
+.PHONY: learn lab test unit notebooks setup bench clean execute learner learner-test browser-test ci classroom offline-test
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -110,8 +116,30 @@ browser-test: setup
 	bash scripts/browser_setup.sh $(BIN)/python
 	TRANSFORMER_LESSONS_REQUIRE_BROWSER=1 TRANSFORMER_LESSONS_MODE=quick $(BIN)/python -m pytest tests/browser -p no:cacheprovider
 
-# What CI runs: every test, the learner versions, and the browser test.
-ci: test learner-test browser-test
+# A classroom without network (docs/teaching.md, "A room without network"): this course folder made self-sufficient.
+# Multi30k checked into classroom/cache (copied from DATA when set, e.g. DATA=/media/usb/multi30k, else downloaded),
+# its tokens, the course's model checked, the quick model trained into runs/. WHEELS=yes also keeps every Python
+# package of .venv in classroom/wheels (TORCH_INDEX: where PyTorch comes from), from which `make learn` installs.
+# Copy the folder to the learners' machines; `.venv/bin/python -m transformer_lessons classroom --check` on one says
+# whether it is ready.
+WHEELS :=
+classroom: setup
+	$(BIN)/python -m transformer_lessons classroom $(if $(DATA),--from "$(DATA)") \
+		$(if $(WHEELS),--wheels $(if $(TORCH_INDEX),--torch-index $(TORCH_INDEX)))
+
+# Every notebook in the quick mode with the network off, on this folder as `make classroom` leaves it (prepared
+# first, from DATA when set: CI's shared copy). scripts/offline.sh runs nbval in a network namespace with only the
+# loopback; TRANSFORMER_LESSONS_DATA and _CACHE are unset and HOME is empty (no ~/.cache): everything the notebooks
+# use must come from the folder itself.
+offline-test: setup
+	$(BIN)/python -m transformer_lessons classroom $(if $(DATA),--from "$(DATA)") --quiet
+	home=$$(mktemp -d) && trap 'rm -rf "$$home"' EXIT && \
+	bash scripts/offline.sh env -u TRANSFORMER_LESSONS_DATA -u TRANSFORMER_LESSONS_CACHE HOME="$$home" \
+		TQDM_MININTERVAL=5 TRANSFORMER_LESSONS_MODE=quick MPLBACKEND=agg sh -c \
+		'$(BIN)/python -m transformer_lessons classroom --check && $(BIN)/python -m pytest --nbval notebooks/ -p no:cacheprovider'
+
+# What CI runs: every test, the learner versions, the browser test, and the notebooks offline.
+ci: test learner-test browser-test offline-test
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -1,10 +1,11 @@
-"""Command line: ``python -m transformer_lessons {prepare,train,translate,evaluate}``.
+"""Command line: ``python -m transformer_lessons {prepare,train,translate,evaluate,classroom}``.
 
 Examples::
 
     python -m transformer_lessons train --preset quick
     python -m transformer_lessons translate "Ein Mann fährt Fahrrad."
     python -m transformer_lessons evaluate --checkpoint runs/quick/best.pt
+    python -m transformer_lessons classroom --from /media/usb/multi30k
 
 The command line answers at once: every option is checked while the arguments
 are parsed (each by a small ``type=`` function below), before any data, spaCy,
@@ -22,6 +23,7 @@ Exit status:
   ``OSError`` such as a full disk or a folder that became read-only
   (``error: <file>: <reason>``). Free space or fix the folder, then run the same
   command again (training resumes). Not 2, because nothing in the command is wrong.
+  Also ``classroom``'s answer when this machine is not ready for a class without network.
 * 130: interrupted with Ctrl-C (training saves ``last.pt`` first and says so).
 """
 
@@ -40,7 +42,7 @@ from pathlib import Path
 from transformer_lessons.atomic import atomic_write_text
 from transformer_lessons.data import SPLITS
 from transformer_lessons.config import MAX_BEAM_SIZE
-from transformer_lessons.errors import CheckpointError, DataError, TrainingError
+from transformer_lessons.errors import CourseError
 from transformer_lessons.hardware import resolve_device
 from transformer_lessons.tensorboard import INSTALL_HINT, TensorBoardMissingError, summary_writer_class
 
@@ -323,6 +325,22 @@ def _add_evaluate(sub) -> None:
     p.add_argument("--no-cache", action="store_true", help="decode without the key/value cache: rerun the decoder on the whole prefix at each step (same output, slower; notebook 12)")
 
 
+def _add_classroom(sub) -> None:
+    p = sub.add_parser(
+        "classroom",
+        help="prepare this course folder for a classroom without network (or --check a machine)",
+        description="Make the course folder self-sufficient: Multi30k (checked) and its tokens in classroom/cache, the course's "
+        "model checked, the quick model trained into runs/quick. Then copy the folder to the learners' machines: every "
+        "notebook runs with the network off. Run it inside the course folder.",
+    )
+    p.add_argument("--from", dest="source", type=existing_dir, metavar="DIR", help="copy Multi30k from this folder of .gz files instead of downloading it (default: $TRANSFORMER_LESSONS_DATA when set)")
+    p.add_argument("--no-train", action="store_true", help="leave the quick model for each learner to train (notebook 10, about 2 min)")
+    p.add_argument("--wheels", action="store_true", help="also download every Python package of this environment into classroom/wheels, for an offline make learn on machines of the same OS and Python")
+    p.add_argument("--torch-index", metavar="URL", help="where --wheels gets PyTorch (default: from this environment's build, e.g. https://download.pytorch.org/whl/cpu for 2.13.0+cpu; PyPI for a plain version)")
+    p.add_argument("--check", action="store_true", help="only say whether this machine is ready (no network, nothing changed); exit status 1 if not")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog=PROG,
@@ -330,7 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=f"Run '{PROG} COMMAND --help' for the options of a command.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")  # subparsers are OneLineParsers too
-    for add in (_add_prepare, _add_train, _add_translate, _add_evaluate):
+    for add in (_add_prepare, _add_train, _add_translate, _add_evaluate, _add_classroom):
         add(sub)
     return parser
 
@@ -490,7 +508,26 @@ def cmd_evaluate(args) -> int:
     return 0
 
 
-COMMANDS = {"prepare": cmd_prepare, "train": cmd_train, "translate": cmd_translate, "evaluate": cmd_evaluate}
+def cmd_classroom(args) -> int:
+    from transformer_lessons import classroom
+
+    if not args.check:
+        classroom.prepare(args.source, quick_model=not args.no_train, progress=not args.quiet)
+        if args.wheels:
+            classroom.download_wheels(args.torch_index)
+        print("\nwhat a learner's copy of this folder will find:")
+    items = classroom.readiness()
+    for item in items:
+        print(item)
+    missing = [item.what for item in items if item.needed and not item.ready]
+    if missing:
+        print(f"not ready: {', '.join(missing)}; run {PROG} classroom here while connected (or with --from DIR)")
+        return EXIT_FAILURE
+    print("ready: every notebook runs on this machine without a network")
+    return 0
+
+
+COMMANDS = {"prepare": cmd_prepare, "train": cmd_train, "translate": cmd_translate, "evaluate": cmd_evaluate, "classroom": cmd_classroom}
 
 
 def describe_os_error(err: OSError) -> str:
@@ -503,7 +540,7 @@ def run_command(args) -> int:
     """Run the parsed command; every error it can meet becomes one line on stderr and an exit status."""
     try:
         return COMMANDS[args.command](args)
-    except (UserError, DataError, CheckpointError, TrainingError) as err:
+    except (UserError, CourseError) as err:  # DataError, CheckpointError, TrainingError, ...: messages that say what to do
         print(f"error: {one_line(str(err))}", file=sys.stderr)
         return EXIT_USER_ERROR
     except OSError as err:  # a full disk, a read-only folder: the machine failed, not the command
