@@ -24,6 +24,7 @@ from transformer_lessons.checks._frame import (
     _expect_unchanged,
     _known_bug,
     _shape,
+    _two_things,
 )
 from transformer_lessons.config import ModelConfig
 from transformer_lessons.data import Batch, make_batch
@@ -138,6 +139,11 @@ _GREEDY_HINT = (
 )
 
 
+def _off_by_one(max_new_tokens: int) -> str:
+    return (f"off by one: a row without <eos> should have max_new_tokens = {max_new_tokens} tokens after <bos>, "
+            f"got {max_new_tokens - 1}: loop `for _ in range(max_new_tokens)`")
+
+
 def _check_greedy_structure(got: Any, B: int, max_new_tokens: int, bos_id: int, eos_id: int, expected: torch.Tensor) -> None:
     """Type, shape, the <bos> column, eos padding and lengths: what any greedy decoder must satisfy."""
     _expect_tensor(got, "the result")
@@ -162,11 +168,12 @@ def _check_greedy_structure(got: Any, B: int, max_new_tokens: int, bos_id: int, 
         if eos_id in row:
             after = row[row.index(eos_id) + 1 :]
             if any(token != eos_id for token in after):
-                raise _known_bug(
-                    f"row {b} goes on after its <eos>: {row}. A row that has produced eos_id is finished: from then on "
-                    "append eos_id to it (keep a `finished` flag per row, next_token.masked_fill(finished, eos_id)), "
-                    "and stop when every row is finished"
-                )
+                hint = (f"row {b} goes on after its <eos>: {row}. A row that has produced eos_id is finished: from then "
+                        "on append eos_id to it (keep a `finished` flag per row, next_token.masked_fill(finished, "
+                        "eos_id)), and stop when every row is finished")
+                if got.size(1) - 1 == max_new_tokens - 1:  # a fixed number of steps, one short
+                    raise _known_bug(_two_things(hint, _off_by_one(max_new_tokens)))
+                raise _known_bug(hint)
     cut = [b for b, row in enumerate(got[:, 1:].tolist()) if eos_id not in row and len(row) < max_new_tokens]
     if cut:
         ended = [row.index(eos_id) for row in got[:, 1:].tolist() if eos_id in row]  # where each ended row ended
@@ -176,8 +183,7 @@ def _check_greedy_structure(got: Any, B: int, max_new_tokens: int, bos_id: int, 
                 "produced eos_id. Stop when EVERY row has (finished.all()); until then the others are still being written"
             )
         if got.size(1) - 1 == max_new_tokens - 1:
-            raise _known_bug(f"off by one: a row without <eos> should have max_new_tokens = {max_new_tokens} tokens after <bos>, "
-                            f"got {max_new_tokens - 1}: loop `for _ in range(max_new_tokens)`")
+            raise _known_bug(_off_by_one(max_new_tokens))
         raise ExerciseError(
             f"rows {cut} end after {got.size(1) - 1} tokens without <eos>: keep generating until a row produces "
             f"eos_id or max_new_tokens = {max_new_tokens} tokens"

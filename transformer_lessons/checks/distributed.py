@@ -17,7 +17,7 @@ from typing import Callable
 
 import torch
 
-from transformer_lessons.checks._frame import _NO_RETURN, ExerciseError, _call, _exercise
+from transformer_lessons.checks._frame import _NO_RETURN, ExerciseError, _call, _exercise, _known_bug
 
 # Token counts of each rank's shard: uneven on purpose (short sentences on one rank, long on another), and one
 # case where a rank has no tokens at all (a batch with fewer sentences than ranks).
@@ -120,7 +120,7 @@ def check_rank_loss(fn: Callable[..., torch.Tensor]) -> str:
             return f"DDP's averaged gradient equals the whole batch's, {len(_SHARDS)} batches split over 1 to 4 ranks, uneven shards"
         for hint, bug in _BUGS:
             if matches([_averaged_gradient(counts, bug) for counts in _SHARDS]):
-                raise ExerciseError(hint)
+                raise _known_bug(hint)
     i = next(k for k, (g, e) in enumerate(zip(got, expected)) if not math.isclose(g, e, rel_tol=1e-5, abs_tol=1e-7))
     raise ExerciseError(
         f"with shards of {list(_SHARDS[i])} tokens on {len(_SHARDS[i])} ranks, DDP's average gives the gradient {got[i]:.6g}, "

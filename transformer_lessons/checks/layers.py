@@ -103,9 +103,9 @@ def _layer_norm_bugs(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
 
 
 def _renamed_parameters(m: nn.Module, D: int) -> ExerciseError | None:
-    """A known bug when the learner's gain and shift are two (D,) parameters under other names (a_2, b_2; gamma, beta)."""
+    """A known bug when the learner's gain and shift are two (D,) parameters under other names (a_2, b_2; alpha, bias)."""
     own = [name for name, p in m.named_parameters(recurse=False) if _shape(p) == (D,)]
-    if len(own) == 2 and not {"weight", "bias"} & set(own):
+    if len(own) == 2 and set(own) != {"weight", "bias"}:
         return _known_bug(
             f"your two parameters of shape ({D},) are called `{own[0]}` and `{own[1]}`: this exercise, like "
             "nn.LayerNorm, calls the gain `weight` and the shift `bias`, the names the course's LayerNorm weights are "

@@ -22,7 +22,9 @@ from transformer_lessons.checks._frame import (
     _exercise,
     _expect_tensor,
     _expect_unchanged,
+    _known_bug,
     _shape,
+    _two_things,
 )
 
 
@@ -43,10 +45,16 @@ def check_causal_mask(fn: Callable[[int], torch.Tensor]) -> str:
 
     Raises:
         ExerciseError: naming the likely bug (diagonal excluded, upper triangle,
-            inverted, float instead of bool, ...).
+            inverted, float instead of bool, a leading axis of 1, ...).
     """
     for size in (5, 1, 8):
         mask = _expect_tensor(_call(fn, size), f"causal_mask({size})", finite=False)
+        if _shape(mask) == (1, size, size):
+            raise _known_bug(
+                f"shape (1, {size}, {size}): a leading axis of 1 that nobody asked for. Return the ({size}, {size}) "
+                "table itself: where the mask meets the scores (B, H, T, T), broadcasting supplies the batch and "
+                "head axes, and other masks combine with a 2-D causal mask the same way"
+            )
         if _shape(mask) != (size, size):
             raise ExerciseError(f"causal_mask({size}) should have shape ({size}, {size}), got {_shape(mask)}")
         ones = torch.ones(size, size, dtype=torch.bool)
@@ -100,6 +108,9 @@ def _hard_coded_pad_bugs(tokens: torch.Tensor, pad_id: int, full: Callable[[torc
     ]
 
 
+_PADDING_INVERTED = "the mask is inverted: True must mean 'may attend', i.e. a real token: use tokens != pad_id, not =="
+
+
 @_exercise("padding_mask", "return a bool tensor (B, 1, 1, S), True where the token is not pad_id")
 def check_padding_mask(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> str:
     """Check a padding mask that hides padding keys from every query.
@@ -121,7 +132,8 @@ def check_padding_mask(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> str:
 
     Raises:
         ExerciseError: naming the likely bug (inverted, shape that masks queries
-            or mis-broadcasts, not bool, hard-coded pad id).
+            or mis-broadcasts, the heads axis missing, not bool, hard-coded pad id),
+            or two at once (a float mask that is also inverted).
     """
     for pad_id, rows in _PADDING_TOKENS.items():
         _check_padding_case(fn, torch.tensor(rows), pad_id)
@@ -139,6 +151,12 @@ def _check_padding_case(fn: Callable[[torch.Tensor, int], torch.Tensor], tokens:
             f"shape (B, S) = {(B, S)} does not broadcast over the scores (B, H, T, S): PyTorch lines up trailing "
             "axes, so the batch axis would meet the queries. Add two singleton axes: [:, None, None, :] -> (B, 1, 1, S)"
         )
+    if _shape(mask) == (B, 1, S):
+        raise _known_bug(
+            f"shape (B, 1, S) = {(B, 1, S)}: one singleton axis short. Lined up from the right against the scores "
+            "(B, H, T, S), the batch axis would meet the heads. Some attention code adds the heads axis itself (the "
+            "Annotated Transformer's does); here the mask meets the scores as it is, so it needs both: (B, 1, 1, S)"
+        )
     if _shape(mask) == (B, 1, S, 1) or _shape(mask) == (B, S, 1):
         raise ExerciseError(
             f"shape {_shape(mask)} masks queries (rows) instead of keys (columns): padding keys must be hidden "
@@ -150,18 +168,20 @@ def _check_padding_case(fn: Callable[[torch.Tensor, int], torch.Tensor], tokens:
         broadcast = None
     if broadcast != (B, H, T, S):
         raise ExerciseError(f"the mask should have shape (B, 1, 1, S) = {(B, 1, 1, S)}, got {_shape(mask)}")
-    if mask.dtype != torch.bool:
-        raise ExerciseError(
-            f"the mask should be a bool tensor (True = may attend), got dtype {mask.dtype}: "
-            "a comparison like tokens != pad_id is already bool"
-        )
 
     def full(m):
         return m[:, None, None, :].expand(B, H, T, S)
 
+    if mask.dtype != torch.bool:
+        dtype_hint = (f"the mask should be a bool tensor (True = may attend), got dtype {mask.dtype}: "
+                      "a comparison like tokens != pad_id is already bool")
+        if torch.equal((mask != 0).expand(B, H, T, S), full(tokens == pad_id)):
+            raise _known_bug(_two_things(dtype_hint, _PADDING_INVERTED + " (a 1 for padding is another convention: "
+                                         "an additive mask's, where 1 times a large negative number is added)"))
+        raise ExerciseError(dtype_hint)
+
     bugs = [
-        ("the mask is inverted: True must mean 'may attend', i.e. a real token: use tokens != pad_id, not ==",
-         lambda: full(tokens == pad_id)),
+        (_PADDING_INVERTED, lambda: full(tokens == pad_id)),
         *_hard_coded_pad_bugs(tokens, pad_id, full),
     ]
     _diagnose(mask.expand(B, H, T, S), full(tokens != pad_id), bugs, f"the mask (pad_id = {pad_id})")
@@ -188,7 +208,8 @@ def check_target_mask(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> str:
 
     Raises:
         ExerciseError: naming the likely bug (only causal, only padding, OR
-            instead of AND, inverted, padding applied to the queries, hard-coded pad id).
+            instead of AND, inverted, padding applied to the queries, hard-coded pad id,
+            the heads axis missing), with the dtype when a float mask also has one.
     """
     for pad_id, rows in _TARGET_TOKENS.items():
         _check_target_case(fn, torch.tensor(rows), pad_id)
@@ -205,13 +226,21 @@ def _check_target_case(fn: Callable[[torch.Tensor, int], torch.Tensor], tokens: 
         broadcast = torch.broadcast_shapes(mask.shape, (B, H, T, T))
     except RuntimeError:
         broadcast = None
+    if broadcast != (B, H, T, T) and _shape(mask) == (B, T, T):
+        raise _known_bug(
+            f"shape (B, T, T) = {(B, T, T)}: the heads axis is missing. Lined up from the right against the scores "
+            "(B, H, T, T), the batch axis would meet the heads. Some attention code adds it itself (the Annotated "
+            "Transformer's does); here the mask meets the scores as it is: (B, 1, T, T)"
+        )
     if broadcast != (B, H, T, T):
         raise ExerciseError(
             f"the mask should broadcast to the scores (B, H, T, T) = {(B, H, T, T)}, got shape {_shape(mask)}: "
             "combine a (B, 1, 1, T) padding mask with a (T, T) causal mask and broadcasting gives (B, 1, T, T)"
         )
-    if mask.dtype != torch.bool:
-        raise ExerciseError(f"the mask should be a bool tensor (True = may attend), got dtype {mask.dtype}")
+    dtype_hint = None
+    if mask.dtype != torch.bool:  # name the dtype, and what the pattern of its non-zero entries gets wrong
+        dtype_hint = f"the mask should be a bool tensor (True = may attend), got dtype {mask.dtype}"
+        mask = mask != 0
     causal = torch.ones(T, T, dtype=torch.bool).tril()  # (T, T)
     keys = (tokens != pad_id)[:, None, None, :]  # (B, 1, 1, T)
     queries = (tokens != pad_id)[:, None, :, None]  # (B, 1, T, 1)
@@ -235,7 +264,16 @@ def _check_target_case(fn: Callable[[torch.Tensor, int], torch.Tensor], tokens: 
          lambda: full(keys & torch.ones(T, T, dtype=torch.bool).tril(-1))),
         *_hard_coded_pad_bugs(tokens, pad_id, lambda m: full(m[:, None, None, :] & causal)),
     ]
-    _diagnose(mask.expand(B, H, T, T), full(keys & causal), bugs, f"the mask (pad_id = {pad_id})")
+    if dtype_hint is None:
+        _diagnose(mask.expand(B, H, T, T), full(keys & causal), bugs, f"the mask (pad_id = {pad_id})")
+        return
+    if torch.equal(full(mask), full(keys & causal)):
+        raise ExerciseError(f"{dtype_hint}: its non-zero entries are the right ones, so compare or combine bool "
+                            "tensors and keep the result bool")
+    for hint, simulate in bugs:
+        if torch.equal(full(mask), simulate()):
+            raise _known_bug(_two_things(dtype_hint, hint))
+    raise ExerciseError(dtype_hint)
 
 
 @_exercise(
@@ -276,7 +314,7 @@ def check_mask_inversion(fn: Callable[[torch.Tensor], torch.Tensor]) -> str:
     expected = ~original
     if answer.dtype != torch.bool:
         if torch.equal(answer != 0, expected):
-            raise ExerciseError(
+            raise _known_bug(
                 f"the values are right but the dtype is {answer.dtype}: converting to numbers (blocked.int(), .float(), arithmetic) loses the bool dtype; "
                 "~blocked (or blocked.logical_not()) keeps a bool tensor"
             )

@@ -14,13 +14,17 @@ from typing import Callable
 
 import torch
 
-from transformer_lessons.checks._frame import _NO_RETURN, ExerciseError, _call, _exercise
+from transformer_lessons.checks._frame import _NO_RETURN, ExerciseError, _call, _exercise, _known_bug
 from transformer_lessons.schedule import noam_rate
 
 
 def _buggy_noam(step, d_model, warmup, factor=1.0, *, d_power=-0.5, step_power=-0.5, warmup_power=-1.5,
-                pick=min) -> float:
-    """Eq. 3 with knobs that reproduce the common bugs; the default knobs give :func:`noam_rate`."""
+                pick=min, shift=0) -> float:
+    """Eq. 3 with knobs that reproduce the common bugs; the default knobs give :func:`noam_rate`.
+
+    ``shift``: the step moved by this much inside the function (``step += 1``, an off-by-one).
+    """
+    step = step + shift
     return factor * d_model**d_power * pick(step**step_power, step * warmup**warmup_power)
 
 
@@ -46,7 +50,8 @@ def check_noam_rate(fn: Callable[..., float]) -> str:
 
     Raises:
         ExerciseError: naming the likely bug (no warm-up, wrong exponents,
-            d_model not to the -0.5, max instead of min, factor ignored).
+            d_model not to the -0.5, max instead of min, factor ignored, the step
+            shifted by one).
     """
     cases = [(step, 512, 4000, 1.0) for step in (1, 100, 3999, 4000, 4001, 10000, 100000)]
     cases += [(step, 256, 100, 2.0) for step in (1, 50, 100, 1000)]
@@ -79,12 +84,15 @@ def check_noam_rate(fn: Callable[..., float]) -> str:
         ("d_model should be raised to the power -0.5: d_model ** -0.5", dict(d_power=0.5)),
         ("d_model should be raised to the power -0.5: d_model ** -0.5", dict(d_power=-1.0)),
         ("the factor d_model ** -0.5 is missing", dict(d_power=0.0)),
+        ("off by one: at every step your rate is the schedule's rate of the NEXT step, as if the step were moved "
+         "by one inside the function. Steps count from 1 and the caller passes the step number itself, so use it "
+         "as it comes", dict(shift=1)),
     ]
     for hint, knobs in bugs:
         if matches([_buggy_noam(*case, **knobs) for case in cases]):
-            raise ExerciseError(hint)
+            raise _known_bug(hint)
     if matches([noam_rate(step, d_model, warmup) for step, d_model, warmup, _ in cases]):
-        raise ExerciseError("the `factor` argument is ignored: multiply the rate by it")
+        raise _known_bug("the `factor` argument is ignored: multiply the rate by it")
     index = next(i for i, (g, e) in enumerate(zip(got, expected)) if not math.isclose(g, e, rel_tol=1e-5))
     step, d_model, warmup, factor = cases[index]
     raise ExerciseError(

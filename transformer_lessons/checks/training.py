@@ -24,6 +24,7 @@ from transformer_lessons.checks._frame import (
     _NO_RETURN,
     Bug,
     ExerciseError,
+    Slip,
     _call,
     _close,
     _diagnose,
@@ -31,6 +32,7 @@ from transformer_lessons.checks._frame import (
     _expect_tensor,
     _expect_unchanged,
     _known_bug,
+    _slip_bugs,
 )
 from transformer_lessons.config import ModelConfig
 from transformer_lessons.data import Batch, make_batch
@@ -106,28 +108,31 @@ def _ls_call(fn: Callable, logits: torch.Tensor, target: torch.Tensor, eps: floa
 
 
 def _ls_bugs(logits: torch.Tensor, target: torch.Tensor, eps: float) -> list[Bug]:
-    def bug(**knobs):
-        return lambda: _smoothed_loss(logits, target, _LS_PAD, knobs.pop("eps", eps), **knobs)
+    """The loss's known mistakes, alone and two at a time (the Annotated Transformer's KL summed, say)."""
+
+    def simulate(eps=eps, **knobs):
+        return _smoothed_loss(logits, target, _LS_PAD, eps, **knobs)
 
     share = "the true class gets exactly 1 - ε, <pad> gets 0, and each of the V - 2 other classes ε/(V - 2)"
-    return [
-        ("you spread ε/V over every class, the true one and <pad> included: that is F.cross_entropy(..., "
-         f"label_smoothing=ε), a slightly different target. Here {share}", bug(spread="V")),
-        ("you give ε/(V - 1) to every class but the true one, so <pad> gets some too: <pad> is never a right "
-         f"answer. Here {share}", bug(spread="V-1 pad")),
-        ("you give ε/(V - 1) to every class but <pad>, the true one included (it gets 1 - ε + ε/(V - 1)): "
-         f"{share}", bug(spread="V-1 true")),
-        (f"no smoothing: the true class gets 1 and the others 0, the plain cross-entropy. Smooth it: {share}",
-         bug(spread="none")),
-        ("the eps argument is not used (a hard-coded 0.1?): smooth with the eps passed in", bug(eps=0.1)),
-        ("you return the sum over positions: divide by the number of non-pad targets, (target != pad_id).sum()",
-         bug(divide="none")),
-        ("you divide by all N positions, padding included: divide by the number of non-pad targets, "
-         "(target != pad_id).sum()", bug(divide="all")),
-        ("you compute the KL divergence KL(q ‖ p) = Σ q log(q / p) (F.kl_div): the cross-entropy minus the entropy "
-         "H(q), a constant. It has the same gradients and is a fine loss (the Annotated Transformer's), but this "
-         "exercise asks for the course's loss, the cross-entropy -Σ q log p: drop the Σ q log q term", bug(kl=True)),
+    slips = [
+        Slip("you spread ε/V over every class, the true one and <pad> included: that is F.cross_entropy(..., "
+             f"label_smoothing=ε), a slightly different target. Here {share}", {"spread": "V"}),
+        Slip("you give ε/(V - 1) to every class but the true one, so <pad> gets some too: <pad> is never a right "
+             f"answer. Here {share}", {"spread": "V-1 pad"}),
+        Slip("you give ε/(V - 1) to every class but <pad>, the true one included (it gets 1 - ε + ε/(V - 1)): "
+             f"{share}", {"spread": "V-1 true"}),
+        Slip(f"no smoothing: the true class gets 1 and the others 0, the plain cross-entropy. Smooth it: {share}",
+             {"spread": "none"}),
+        Slip("the eps argument is not used (a hard-coded 0.1?): smooth with the eps passed in", {"eps": 0.1}),
+        Slip("you return the sum over positions: divide by the number of non-pad targets, (target != pad_id).sum()",
+             {"divide": "none"}),
+        Slip("you divide by all N positions, padding included: divide by the number of non-pad targets, "
+             "(target != pad_id).sum()", {"divide": "all"}),
+        Slip("you compute the KL divergence KL(q ‖ p) = Σ q log(q / p) (F.kl_div): the cross-entropy minus the entropy "
+             "H(q), a constant. It has the same gradients and is a fine loss (the Annotated Transformer's), but this "
+             "exercise asks for the course's loss, the cross-entropy -Σ q log p: drop the Σ q log q term", {"kl": True}),
     ]
+    return _slip_bugs(simulate, slips)
 
 
 def _ls_properties(fn: Callable, logits: torch.Tensor, target: torch.Tensor, eps: float, got: torch.Tensor) -> None:
@@ -195,7 +200,8 @@ def check_label_smoothing_loss(fn: Callable[..., torch.Tensor]) -> str:
     Raises:
         ExerciseError: naming the likely bug (ε/V or ε/(V-1) instead of ε/(V-2), no
             smoothing, eps ignored, padding positions counted, the sum instead of the
-            mean, the KL divergence, log of softmax giving inf, no gradient).
+            mean, the KL divergence, log of softmax giving inf, no gradient), or two
+            of them at once (the KL divergence summed over positions).
     """
     for logits, target, eps in _ls_cases():
         got = _ls_call(fn, logits, target, eps)
