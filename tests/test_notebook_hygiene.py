@@ -182,3 +182,30 @@ def test_saved_widgets_carry_a_picture_for_viewers_without_widgets(notebook):
         )
         for i in copies:
             assert i > 0 and WIDGET_VIEW in outputs[i - 1].get("data", {}), f"{path.name}: a static copy in cell {c.get('id')} follows no widget"
+
+
+# Learner notebooks are saved without outputs, and each learner's run prints numbers of its own: their text must not
+# describe the outputs of the run saved in notebooks/. A number under discussion is printed by the learner's own run
+# (the text points at it), or quoted with the file it comes from (results/...).
+SAVED_RUN = re.compile(r"saved here|\b(?:run|outputs?|numbers?|figures?) saved\b|\bin (?:the|this) (?:saved )?run\b", re.I)
+LEARNER_NOTEBOOKS = sorted((ROOT / "learner").glob("[0-9][0-9]_*.ipynb"))
+
+
+def _saved_run_mentions(nb: dict) -> list[str]:
+    return [m.group(0) for c in nb["cells"] if c["cell_type"] == "markdown" for m in SAVED_RUN.finditer(_source(c))]
+
+
+@pytest.mark.parametrize("path", LEARNER_NOTEBOOKS, ids=lambda p: p.name[:2])
+def test_learner_text_describes_only_what_the_learners_own_run_shows(path):
+    hits = _saved_run_mentions(_load(path))
+    assert not hits, (
+        f"learner/{path.name} describes the outputs of a saved run ({hits}), which a learner never sees: point at what "
+        "their own run prints, or quote the figure with the results/ file it comes from"
+    )
+
+
+def test_the_saved_run_rule_catches_the_phrasings_it_is_for():
+    for text in ("In the run saved here the best head", "(all but one of the 200 in the run saved\nhere)",
+                 "the numbers saved here", "in this run, greedy wins"):
+        assert _saved_run_mentions({"cells": [{"cell_type": "markdown", "source": text}]}), text
+    assert not _saved_run_mentions({"cells": [{"cell_type": "markdown", "source": "run it again: it resumes where it stopped"}]})
