@@ -149,10 +149,22 @@ def lab_server(tmp_path):
     Afterwards the server shuts its kernels down and then itself, through its REST
     API (see :func:`_stop`); the test fails if a kernel outlives it.
     """
+    yield from _lab_server(tmp_path, LAB_SETTINGS, quiet=True)
+
+
+@pytest.fixture
+def learner_lab_server(tmp_path):
+    """JupyterLab as ``make learn`` starts it for a new learner: no settings of the test's own, news and update
+    checks left to what the course installs into the venv (``make setup``: jupyter/lab-settings.json)."""
+    yield from _lab_server(tmp_path, {}, quiet=False)
+
+
+def _lab_server(tmp_path, lab_settings: dict, quiet: bool):
     root = tmp_path / "root"
     root.mkdir()
     settings = tmp_path / "lab-settings"
-    for name, values in LAB_SETTINGS.items():
+    settings.mkdir()
+    for name, values in lab_settings.items():
         target = settings / name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(values), encoding="utf-8")
@@ -173,8 +185,9 @@ def lab_server(tmp_path):
         "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
         f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={tmp_path / 'lab-workspaces'}",
-        "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
     ]
+    if quiet:
+        command += ["--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
     with log.open("w") as log_file:
         proc = subprocess.Popen(command, env=env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
     server = LabServer(url=f"http://127.0.0.1:{port}", token=token, root_dir=root, log=log)

@@ -354,3 +354,20 @@ def test_a_failing_check_shows_only_its_diagnosis(browser_page, lab_server, tmp_
         with contextlib.suppress(Exception):
             _save(page.screenshot(full_page=True), "failure_feedback.png", tmp_path)
         raise
+
+
+NEWS_PROMPT = "official Jupyter news"  # JupyterLab 4's toast: "Would you like to get notified about official Jupyter news?"
+NEWS_WAIT_S = 8  # the prompt comes a moment after the page: wait for it before declaring it absent
+
+
+def test_a_new_learner_sees_no_news_prompt(browser_page, learner_lab_server, tmp_path):
+    # As make learn starts it: the only settings are those make setup installs into the venv.
+    nb = nbformat.read(ROOT / "learner" / NOTEBOOK, as_version=4)
+    nbformat.write(nb, learner_lab_server.root_dir / NOTEBOOK)
+    page = browser_page
+    page.goto(learner_lab_server.lab_url(NOTEBOOK), timeout=PAGE_LOAD_TIMEOUT_MS)
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=PAGE_LOAD_TIMEOUT_MS)
+    time.sleep(NEWS_WAIT_S)
+    _save(page.screenshot(), "learner_first_page.png", tmp_path)
+    toasts = page.get_by_text(NEWS_PROMPT).count()
+    assert toasts == 0, f"a new learner is asked about Jupyter news; see {ARTIFACTS / 'learner_first_page.png'}"
