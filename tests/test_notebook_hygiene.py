@@ -209,3 +209,15 @@ def test_the_saved_run_rule_catches_the_phrasings_it_is_for():
                  "the numbers saved here", "in this run, greedy wins"):
         assert _saved_run_mentions({"cells": [{"cell_type": "markdown", "source": text}]}), text
     assert not _saved_run_mentions({"cells": [{"cell_type": "markdown", "source": "run it again: it resumes where it stopped"}]})
+
+
+def test_every_introduction_says_how_long_the_notebook_runs_as_the_table_does():
+    # scripts/write_run_times.py writes both from results/notebook_times.json (make execute measures it).
+    table = {m["nn"]: m["text"] for m in re.finditer(r"^\| (?P<nn>\d\d) \| `\d\d_\w+\.ipynb` \| (?P<text>[^|]+) \|$",
+                                                     (ROOT / "notebooks" / "README.md").read_text(encoding="utf-8"), re.M)}
+    assert sorted(table) == [p.name[:2] for p in NOTEBOOKS], f"notebooks/README.md's run-time table lists {sorted(table)}"
+    for path in NOTEBOOKS:
+        first = next(c for c in _load(path)["cells"] if "colab-badge" not in c.get("metadata", {}).get("tags", []))
+        said = re.search(r"^\*\*Running it:\*\* (.+?), top to bottom in the quick mode, on a 2-core laptop CPU", _source(first), re.M)
+        assert said, f"{path.name}: the introduction should say '**Running it:** ...' (scripts/write_run_times.py)"
+        assert said[1].replace(" of computing", "") == table[path.name[:2]], f"{path.name} and notebooks/README.md disagree"
