@@ -266,3 +266,76 @@ def test_notebook_01_says_what_the_check_does_with_a_blocked_query():
     text = next(c.source for c in notebook.cells if c.cell_type == "markdown" and "*all* blocked" in c.source)
     assert "NaN" in text and "row of zeros" in text and "all equal" in text
     assert "accepts all three" in text and "verdict" in text
+
+
+# --- two bugs at once, in every check whose mistakes are knobs of one simulation -------------------
+
+
+def sdpa_unscaled_softmax_over_queries(query, key, value, mask=None):
+    scores = query @ key.transpose(-2, -1)  # no / sqrt(d_k)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-2)  # over the queries
+    return weights @ value, weights
+
+
+class MHAUnscaledWithoutWo(MultiHeadAttention):
+    def forward(self, query, key, value, mask=None):
+        B, T, D = query.shape
+
+        def heads(x):
+            return x.view(B, x.size(1), self.n_heads, self.d_head).transpose(1, 2)
+
+        scores = heads(self.w_q(query)) @ heads(self.w_k(key)).transpose(-2, -1)  # no / sqrt(d_head)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        return (scores.softmax(-1) @ heads(self.w_v(value))).transpose(1, 2).reshape(B, T, D)  # no w_o
+
+
+def noam_no_warmup_d_model_up(step, d_model, warmup, factor=1.0):
+    return factor * d_model ** 0.5 * step ** -0.5
+
+
+def vocab_lowercased_strict(token_lists, min_freq):
+    from collections import Counter
+
+    counts = Counter(t.lower() for tokens in token_lists for t in tokens)
+    kept = sorted((t for t, n in counts.items() if n > min_freq), key=lambda t: (-counts[t], t))
+    return ["<unk>", "<pad>", "<bos>", "<eos>", *kept]
+
+
+def precision_unclipped_one_short(hypothesis, reference, n):
+    grams = [tuple(reference[i:i + n]) for i in range(len(reference) - n)]
+    mine = [tuple(hypothesis[i:i + n]) for i in range(len(hypothesis) - n)]
+    return sum(g in grams for g in mine), max(len(hypothesis) - n, 0)
+
+
+def bp_inverted_always(hyp_len, ref_len):
+    return 0.0 if hyp_len == 0 else math.exp(1 - hyp_len / ref_len)
+
+
+def beam_per_beam_without_prefix(scores, log_probs, K):
+    best, token = log_probs.max(dim=-1)
+    return best, torch.arange(log_probs.size(0)), token
+
+
+TWO_AT_ONCE = {
+    "sdpa": (checks.check_scaled_dot_product_attention, sdpa_unscaled_softmax_over_queries,
+             ["sqrt(d_k)", "wrong axis (the queries)"]),
+    "mha": (checks.check_multi_head_attention, MHAUnscaledWithoutWo, ["sqrt(d_head)", "w_o is missing"]),
+    "noam": (checks.check_noam_rate, noam_no_warmup_d_model_up, ["warm-up is missing", "power -0.5"]),
+    "vocab": (checks.check_build_vocab, vocab_lowercased_strict, ["lowercased", "AT LEAST min_freq"]),
+    "precision": (checks.check_modified_precision, precision_unclipped_one_short, ["not clipped", "stop one early"]),
+    "brevity": (checks.check_brevity_penalty, bp_inverted_always, ["ratio is inverted", "long hypotheses too"]),
+    "beam": (checks.check_beam_step, beam_per_beam_without_prefix, ["top-1 per beam", "prefix scores are not added"]),
+}
+
+
+@pytest.mark.parametrize("case", TWO_AT_ONCE)
+def test_two_mistakes_at_once_are_both_named(case):
+    check, answer, phrases = TWO_AT_ONCE[case]
+    error = failure(check, answer)
+    message = str(error)
+    assert error.known_bug and "two things differ" in message, message
+    for phrase in phrases:
+        assert phrase in message, message

@@ -6,7 +6,9 @@ Every ``check_*`` takes the learner's function or class and
   ending in the check echoes nothing after that line);
 * raises :class:`ExerciseError` (an ``AssertionError``) when it is wrong. The
   check computes what each common mistake would produce and, when the answer
-  matches one of them, says which ("did you forget to divide by sqrt(d_k)?").
+  matches one of them, says which ("did you forget to divide by sqrt(d_k)?"),
+  or two of them at once ("two things differ"). The simulations use what the
+  learner built (their own LayerNorm, epsilon, dropout) where that matters.
   In Jupyter the error shows as that diagnosis alone, a few red lines, without
   the check's own traceback; ``str(error)`` is the same plain message;
 * prints "not implemented yet" and returns ``None`` while the answer is still a

@@ -369,21 +369,30 @@ def _two_things(first: str, second: str) -> str:
 
 
 def _slip_bugs(simulate: Callable[..., Any], slips: Sequence[Slip], partners: Sequence[Slip] = (),
-               among: bool = True) -> list[Bug]:
+               among: bool = True, others: Sequence[Bug] = ()) -> list[Bug]:
     """The bugs of :func:`_diagnose` from slips: each alone, then each two at once ("two things differ").
 
     ``partners`` are differences the check found in what the learner built (their own
     epsilon, their own sub-modules) that may come on top of any slip: each is tried
     alone, with every slip, and with the other partners. With ``among`` the slips are
     also paired with each other (leave it off where there are dozens of them). Two
-    slips that set the same knob are never a pair.
+    slips that set the same knob are never a pair. ``others``: bugs the simulator has
+    no knob for, tried alone after the single slips and before any pair.
     """
-    singles = [(s.hint, functools.partial(simulate, **s.knobs)) for s in (*slips, *partners)]
+    singles = [(s.hint, functools.partial(simulate, **s.knobs)) for s in (*slips, *partners)] + list(others)
+    doubles = [(s.hint, functools.partial(simulate, **s.knobs)) for s in _slip_pairs(slips, partners, among)]
+    return singles + doubles
+
+
+def _slip_pairs(slips: Sequence[Slip], partners: Sequence[Slip] = (), among: bool = True) -> list[Slip]:
+    """Every two slips at once, as one slip: both hints ("two things differ") and both knobs (see :func:`_slip_bugs`).
+
+    For checks that compare numbers rather than tensors and run their own loop over slips.
+    """
     pairs = [*(itertools.combinations(slips, 2) if among else ()), *itertools.product(slips, partners),
              *itertools.combinations(partners, 2)]
-    doubles = [(_two_things(a.hint, b.hint), functools.partial(simulate, **a.knobs, **b.knobs))
-               for a, b in pairs if not a.knobs.keys() & b.knobs.keys()]
-    return singles + doubles
+    return [Slip(_two_things(a.hint, b.hint), {**a.knobs, **b.knobs}) for a, b in pairs
+            if not a.knobs.keys() & b.knobs.keys()]
 
 
 def _own_number(module: Any, names: Sequence[str]) -> float | None:

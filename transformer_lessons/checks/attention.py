@@ -22,6 +22,7 @@ from transformer_lessons.checks._frame import (
     _NEG,
     Bug,
     ExerciseError,
+    Slip,
     _call,
     _call_eval,
     _diagnose,
@@ -33,6 +34,7 @@ from transformer_lessons.checks._frame import (
     _linear,
     _module,
     _shape,
+    _slip_bugs,
 )
 
 # --- scaled dot-product attention ---------------------------------------------------
@@ -63,50 +65,50 @@ def _attention(q, k, v, mask=None, scale=None, dim=-1, mask_mode="fill"):
 
 
 def _sdpa_bugs(q, k, v, mask=None) -> list[Bug]:
+    """The common attention bugs on these inputs, alone and two at a time (no scaling AND the wrong axis, say)."""
     d_k = q.size(-1)
     scores = q @ k.transpose(-2, -1)
-    bugs: list[Bug] = []
+
+    def simulate(**knobs):
+        return _attention(q, k, v, **({"mask": mask} | knobs))
+
+    slips: list[Slip] = []
     if mask is not None:
-        bugs += [
-            ("your mask has no effect. Note that scores.masked_fill(...) returns a NEW tensor: assign it, "
-             "scores = scores.masked_fill(~mask, float('-inf')). (This bug made one published tutorial's model "
-             "answer 'pool pool pool'.)",
-             lambda: _attention(q, k, v)),
-            ("your mask is inverted: True means 'may attend', so fill the scores where the mask is False: "
-             "scores.masked_fill(~mask, float('-inf')) (or mask == 0), not masked_fill(mask, ...)",
-             lambda: _attention(q, k, v, mask, mask_mode="inverted")),
-            ("you zeroed masked weights after the softmax, so the remaining weights no longer sum to 1: "
-             "mask the scores with -inf BEFORE the softmax",
-             lambda: _attention(q, k, v, mask, mask_mode="zero_after")),
-            ("multiplying the scores by the mask gives masked keys a score of 0, which still gets weight: "
-             "use scores.masked_fill(~mask, float('-inf')) so their weight is exactly 0",
-             lambda: _attention(q, k, v, mask, mask_mode="multiply")),
+        slips += [
+            Slip("your mask has no effect. Note that scores.masked_fill(...) returns a NEW tensor: assign it, "
+                 "scores = scores.masked_fill(~mask, float('-inf')). (This bug made one published tutorial's model "
+                 "answer 'pool pool pool'.)", {"mask": None}),
+            Slip("your mask is inverted: True means 'may attend', so fill the scores where the mask is False: "
+                 "scores.masked_fill(~mask, float('-inf')) (or mask == 0), not masked_fill(mask, ...)",
+                 {"mask_mode": "inverted"}),
+            Slip("you zeroed masked weights after the softmax, so the remaining weights no longer sum to 1: "
+                 "mask the scores with -inf BEFORE the softmax", {"mask_mode": "zero_after"}),
+            Slip("multiplying the scores by the mask gives masked keys a score of 0, which still gets weight: "
+                 "use scores.masked_fill(~mask, float('-inf')) so their weight is exactly 0", {"mask_mode": "multiply"}),
         ]
+    slips += [
+        Slip("did you forget to divide the scores by sqrt(d_k)? softmax(query @ key.transpose(-2, -1) / math.sqrt(d_k))",
+             {"scale": 1.0}),
+        Slip(f"you divided the scores by d_k = {d_k} instead of sqrt(d_k) = {math.sqrt(d_k):.3g}", {"scale": 1 / d_k}),
+        Slip("you multiplied the scores by sqrt(d_k); divide them by it instead", {"scale": math.sqrt(d_k)}),
+    ]
+    # sqrt of the size of another axis (query.size(0), key.size(1), ...) instead of the last one.
+    other_sizes = sorted({n for n in (*q.shape[:-1], *k.shape[:-1], v.size(-1)) if n not in (1, d_k)})
+    slips += [
+        Slip(f"d_k is the size of the LAST axis of query and key, query.size(-1) = {d_k}; you divided by "
+             f"sqrt({n}), the size of another axis", {"scale": 1 / math.sqrt(n)})
+        for n in other_sizes
+    ]
+    slips += [
+        Slip("the softmax runs over the wrong axis (the queries): use softmax(dim=-1), over the keys, "
+             "so each query's weights sum to 1", {"dim": -2}),
+        Slip("the softmax runs over the wrong axis (the batch): use softmax(dim=-1), over the keys", {"dim": 0}),
+    ]
 
     def masked(s):
         return s if mask is None else s.masked_fill(~mask, _NEG)
 
-    bugs += [
-        ("did you forget to divide the scores by sqrt(d_k)? softmax(query @ key.transpose(-2, -1) / math.sqrt(d_k))",
-         lambda: _attention(q, k, v, mask, scale=1.0)),
-        (f"you divided the scores by d_k = {d_k} instead of sqrt(d_k) = {math.sqrt(d_k):.3g}",
-         lambda: _attention(q, k, v, mask, scale=1 / d_k)),
-        ("you multiplied the scores by sqrt(d_k); divide them by it instead",
-         lambda: _attention(q, k, v, mask, scale=math.sqrt(d_k))),
-    ]
-    # sqrt of the size of another axis (query.size(0), key.size(1), ...) instead of the last one.
-    other_sizes = sorted({n for n in (*q.shape[:-1], *k.shape[:-1], v.size(-1)) if n not in (1, d_k)})
-    bugs += [
-        (f"d_k is the size of the LAST axis of query and key, query.size(-1) = {d_k}; you divided by "
-         f"sqrt({n}), the size of another axis", functools.partial(_attention, q, k, v, mask, scale=1 / math.sqrt(n)))
-        for n in other_sizes
-    ]
-    bugs += [
-        ("the softmax runs over the wrong axis (the queries): use softmax(dim=-1), over the keys, "
-         "so each query's weights sum to 1",
-         lambda: _attention(q, k, v, mask, dim=-2)),
-        ("the softmax runs over the wrong axis (the batch): use softmax(dim=-1), over the keys",
-         lambda: _attention(q, k, v, mask, dim=0)),
+    others: list[Bug] = [
         ("the weights you return are the scores BEFORE the softmax: return the softmax probabilities",
          lambda: (_attention(q, k, v, mask)[0], masked(scores / math.sqrt(d_k)))),
         ("the output uses the scores instead of the softmax weights: output = weights @ value",
@@ -114,7 +116,7 @@ def _sdpa_bugs(q, k, v, mask=None) -> list[Bug]:
     ]
     # Matmul orders that only run when T == S and d_k == d_v (the square diagnosis run).
     weights = _attention(q, k, v, mask)[1]
-    bugs += [
+    others += [
         ("output should be weights @ value, (..., T, S) @ (..., S, d_v); you multiplied value @ weights",
          lambda: (v @ weights, weights)),
         ("output should be weights @ value; you used the transposed weights",
@@ -124,7 +126,7 @@ def _sdpa_bugs(q, k, v, mask=None) -> list[Bug]:
         ("did you forget to transpose the key? scores = query @ key.transpose(-2, -1)",
          lambda: (((q @ k) / math.sqrt(d_k)).softmax(-1) @ v, ((q @ k) / math.sqrt(d_k)).softmax(-1))),
     ]
-    return bugs
+    return _slip_bugs(simulate, slips, others=others)
 
 
 def _unpack_attention(
@@ -342,38 +344,34 @@ def _torch_mha(m, n_heads, query, key, value, mask=None) -> torch.Tensor:
 
 
 def _mha_bugs(m: nn.Module, H: int, q, k, v, mask) -> list[Bug]:
-    """The common multi-head attention bugs on these inputs: each hint, and what that bug returns."""
+    """The common multi-head attention bugs on these inputs, alone and two at a time: each hint, and what it returns."""
     D = q.size(-1)
-
-    def bug(**knobs):
-        return lambda: _mha(m, H, q, k, v, mask, **knobs)
-
-    bugs: list[Bug] = [
-        ("did you forget to divide the scores by sqrt(d_head)? Each head's scores are "
-         "q @ k.transpose(-2, -1) / math.sqrt(d_head)", bug(scale=1.0)),
-        (f"divide each head's scores by sqrt(d_head) = sqrt(d_model / n_heads) = {math.sqrt(D // H):.3g}, "
-         f"not sqrt(d_model) = {math.sqrt(D):.3g}", bug(scale=1 / math.sqrt(D))),
-        (f"divide by sqrt(d_head) = {math.sqrt(D // H):.3g}, not d_head = {D // H}", bug(scale=1 / (D // H))),
-        ("the heads are split wrongly: x.view(B, H, L, d_head) mixes positions across heads. Split the LAST "
-         "axis: x.view(B, L, H, d_head).transpose(1, 2)", bug(split="view", concat="no_transpose")),
-        ("the heads are split wrongly: x.view(B, H, L, d_head) mixes positions across heads. Split the LAST "
-         "axis: x.view(B, L, H, d_head).transpose(1, 2)", bug(split="view")),
-        ("the heads are concatenated wrongly: transpose (B, H, T, d_head) back to (B, T, H, d_head) BEFORE "
-         "reshaping to (B, T, d_model): out.transpose(1, 2).reshape(B, T, d_model)", bug(concat="no_transpose")),
-        ("the heads are concatenated in the wrong order: each position's vector is head 0's d_head values, "
-         "then head 1's, ...: out.transpose(1, 2).reshape(B, T, d_model)", bug(concat="heads_last")),
-        ("the output projection w_o is missing: return self.w_o(concatenated heads)", bug(w_o=False)),
-        ("forward uses the query for keys and values: project key with w_k and value with w_v", bug(inputs="query")),
-        ("keys and values are swapped: keys come from w_k(key), values from w_v(value)", bug(inputs="swap")),
+    split = ("the heads are split wrongly: x.view(B, H, L, d_head) mixes positions across heads. Split the LAST "
+             "axis: x.view(B, L, H, d_head).transpose(1, 2)")
+    slips = [
+        Slip("did you forget to divide the scores by sqrt(d_head)? Each head's scores are "
+             "q @ k.transpose(-2, -1) / math.sqrt(d_head)", {"scale": 1.0}),
+        Slip(f"divide each head's scores by sqrt(d_head) = sqrt(d_model / n_heads) = {math.sqrt(D // H):.3g}, "
+             f"not sqrt(d_model) = {math.sqrt(D):.3g}", {"scale": 1 / math.sqrt(D)}),
+        Slip(f"divide by sqrt(d_head) = {math.sqrt(D // H):.3g}, not d_head = {D // H}", {"scale": 1 / (D // H)}),
+        Slip(split, {"split": "view", "concat": "no_transpose"}),
+        Slip(split, {"split": "view"}),
+        Slip("the heads are concatenated wrongly: transpose (B, H, T, d_head) back to (B, T, H, d_head) BEFORE "
+             "reshaping to (B, T, d_model): out.transpose(1, 2).reshape(B, T, d_model)", {"concat": "no_transpose"}),
+        Slip("the heads are concatenated in the wrong order: each position's vector is head 0's d_head values, "
+             "then head 1's, ...: out.transpose(1, 2).reshape(B, T, d_model)", {"concat": "heads_last"}),
+        Slip("the output projection w_o is missing: return self.w_o(concatenated heads)", {"w_o": False}),
+        Slip("forward uses the query for keys and values: project key with w_k and value with w_v", {"inputs": "query"}),
+        Slip("keys and values are swapped: keys come from w_k(key), values from w_v(value)", {"inputs": "swap"}),
     ]
     if mask is not None:
-        bugs[:0] = [
-            ("the mask is ignored: pass it on to the attention, where scores are filled with -inf where it is False",
-             bug(mask_mode="ignore")),
-            ("the mask is inverted: True means 'may attend'; fill the scores where the mask is False",
-             bug(mask_mode="inverted")),
+        slips[:0] = [
+            Slip("the mask is ignored: pass it on to the attention, where scores are filled with -inf where it is False",
+                 {"mask_mode": "ignore"}),
+            Slip("the mask is inverted: True means 'may attend'; fill the scores where the mask is False",
+                 {"mask_mode": "inverted"}),
         ]
-    return bugs
+    return _slip_bugs(functools.partial(_mha, m, H, q, k, v, mask), slips)
 
 
 @_exercise(

@@ -10,6 +10,7 @@ arithmetic. :func:`_beam_variant` reproduces the mistakes learners make.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 import torch
@@ -17,12 +18,14 @@ import torch
 from transformer_lessons.checks._frame import (
     Bug,
     ExerciseError,
+    Slip,
     _call,
     _diagnose,
     _exercise,
     _expect_tensor,
     _expect_unchanged,
     _known_bug,
+    _slip_bugs,
 )
 
 _NEG_INF = float("-inf")
@@ -69,23 +72,23 @@ def _beam_cases() -> list[tuple[torch.Tensor, torch.Tensor, int]]:
 
 
 def _beam_bugs(scores: torch.Tensor, log_probs: torch.Tensor, K: int) -> list[Bug]:
-    def bug(**knobs):
-        return lambda: _beam_variant(scores, log_probs, K, **knobs)
-
-    return [
-        ("each prefix keeps its own best token (a top-1 per beam): the K survivors are the K best of ALL K·V "
-         "extensions, so a strong prefix may get several and a weak one none. Flatten: cand.view(-1).topk(K)",
-         bug(joint=False)),
-        ("the prefix scores are not added: a candidate's score is its prefix's score plus the token's log-probability, "
-         "cand = scores[:, None] + log_probs", bug(add_prefix=False)),
-        ("parent and token are swapped: in the flattened (K·V,) candidates, index i is prefix i // V and token i % V",
-         bug(swap=True)),
-        ("divide (and take the rest) by V, the vocabulary size: index i of the flattened (K, V) candidates is "
-         "prefix i // V, token i % V", bug(divisor=K)),
-        ("your scores are probabilities: log-probabilities add (score + log p), they are not multiplied, and the "
-         "scores stay log-probabilities (probabilities of long sentences underflow to 0)", bug(combine="multiply_probs")),
-        ("log-probabilities add: score + log p, not score * log p", bug(combine="multiply_logs")),
+    """The known mistakes of one beam step, alone and two at a time: each hint, and what it returns."""
+    slips = [
+        Slip("each prefix keeps its own best token (a top-1 per beam): the K survivors are the K best of ALL K·V "
+             "extensions, so a strong prefix may get several and a weak one none. Flatten: cand.view(-1).topk(K)",
+             {"joint": False}),
+        Slip("the prefix scores are not added: a candidate's score is its prefix's score plus the token's "
+             "log-probability, cand = scores[:, None] + log_probs", {"add_prefix": False}),
+        Slip("parent and token are swapped: in the flattened (K·V,) candidates, index i is prefix i // V and token i % V",
+             {"swap": True}),
+        Slip("divide (and take the rest) by V, the vocabulary size: index i of the flattened (K, V) candidates is "
+             "prefix i // V, token i % V", {"divisor": K}),
+        Slip("your scores are probabilities: log-probabilities add (score + log p), they are not multiplied, and the "
+             "scores stay log-probabilities (probabilities of long sentences underflow to 0)",
+             {"combine": "multiply_probs"}),
+        Slip("log-probabilities add: score + log p, not score * log p", {"combine": "multiply_logs"}),
     ]
+    return _slip_bugs(functools.partial(_beam_variant, scores, log_probs, K), slips)
 
 
 def _expect_step(got: Any, K: int, V: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

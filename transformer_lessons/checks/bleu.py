@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import torch
 
-from transformer_lessons.checks._frame import _NO_RETURN, ExerciseError, _call, _exercise, _known_bug
+from transformer_lessons.checks._frame import _NO_RETURN, ExerciseError, Slip, _call, _exercise, _known_bug, _slip_pairs
 
 # (hypothesis, reference, n): clipping (Papineni's "the the the ..."), all four orders, sentences shorter than n, empty.
 _PAPINENI = ("the the the the the the the".split(), "the cat is on the mat".split())
@@ -98,6 +98,9 @@ _MP_BUGS = [
     ("a sentence shorter than n has no n-grams: the total is max(L - n + 1, 0), never negative", dict(clamp=False)),
 ]
 
+# Each alone, then two at a time (counts not clipped AND one n-gram short, say).
+_MP_SLIPS = [*(Slip(hint, knobs) for hint, knobs in _MP_BUGS), *_slip_pairs([Slip(h, k) for h, k in _MP_BUGS])]
+
 
 @_exercise(
     "modified_precision",
@@ -134,7 +137,7 @@ def check_modified_precision(fn: Callable[..., tuple[int, int]]) -> str:
         expected = _reference_stats(hyp, ref, n)
         if got == expected:
             continue
-        for hint, knobs in _MP_BUGS:
+        for hint, knobs in _MP_SLIPS:
             if got == _ngram_stats(hyp, ref, n, **knobs):
                 raise _known_bug(hint)
         raise ExerciseError(
@@ -167,6 +170,8 @@ _BP_BUGS = [
     ("the sign is flipped: BP = exp(1 - r/c), which is below 1 for a short hypothesis (you computed exp(r/c - 1))",
      dict(sign=-1)),
 ]
+
+_BP_SLIPS = [*(Slip(hint, knobs) for hint, knobs in _BP_BUGS), *_slip_pairs([Slip(h, k) for h, k in _BP_BUGS])]
 
 
 def _bp_value(value: Any) -> float:
@@ -210,7 +215,7 @@ def check_brevity_penalty(fn: Callable[[int, int], float]) -> str:
         return all(math.isclose(g, e, rel_tol=1e-6, abs_tol=1e-9) for g, e in zip(got, values))
 
     if not matches(expected):
-        for hint, knobs in _BP_BUGS:
+        for hint, knobs in _BP_SLIPS:
             if matches([_buggy_bp(c, r, **knobs) for c, r in _BP_CASES]):
                 raise _known_bug(hint)
         i = next(i for i, (g, e) in enumerate(zip(got, expected)) if not math.isclose(g, e, rel_tol=1e-6, abs_tol=1e-9))

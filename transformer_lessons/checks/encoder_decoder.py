@@ -233,7 +233,9 @@ def check_encoder_layer(cls: Callable[..., nn.Module]) -> str:
 
     Raises:
         ExerciseError: naming the likely bug (pre-norm, missing residual, mask not
-            passed, norms swapped or shared, sublayers in the wrong order).
+            passed, norms swapped or shared, sublayers in the wrong order, the
+            learner's own LayerNorm, attention or feed-forward computing something
+            else), or two at once (pre-norm with their own LayerNorm).
     """
     D, H, d_ff, B, S = 8, 2, 16, 2, 5
     m = _module(cls, (D, H, d_ff, _DROPOUT), "cls(d_model, n_heads, d_ff, dropout)")
@@ -358,7 +360,8 @@ def check_decoder_layer(cls: Callable[..., nn.Module]) -> str:
 
     Raises:
         ExerciseError: naming the likely bug (no causal mask, masks swapped,
-            cross-attention over x instead of memory, pre-norm, missing residual, ...).
+            cross-attention over x instead of memory, pre-norm, missing residual, ...),
+            also on top of the learner's own submodules when those differ.
     """
     D, H, d_ff, B, T = 8, 2, 16, 2, 5
     m = _module(cls, (D, H, d_ff, _DROPOUT), "cls(d_model, n_heads, d_ff, dropout)")

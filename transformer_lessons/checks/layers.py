@@ -143,7 +143,10 @@ def check_layer_norm(cls: Callable[..., nn.Module]) -> str:
 
     Raises:
         ExerciseError: naming the likely bug (unbiased variance, eps outside the
-            square root, wrong axis, missing gain or bias, ignored eps).
+            square root, wrong axis, missing gain or bias, ignored eps, another
+            default eps read from the module, gain and shift under other names),
+            or two at once (the Annotated Transformer's: unbiased std, eps outside,
+            and its default eps 1e-6).
     """
     D = 8
     m = _module(cls, (D,), "cls(d_model, eps=1e-5)")

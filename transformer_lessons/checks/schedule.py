@@ -14,7 +14,7 @@ from typing import Callable
 
 import torch
 
-from transformer_lessons.checks._frame import _NO_RETURN, ExerciseError, _call, _exercise, _known_bug
+from transformer_lessons.checks._frame import _NO_RETURN, ExerciseError, Slip, _call, _exercise, _known_bug, _slip_pairs
 from transformer_lessons.schedule import noam_rate
 
 
@@ -88,7 +88,8 @@ def check_noam_rate(fn: Callable[..., float]) -> str:
          "by one inside the function. Steps count from 1 and the caller passes the step number itself, so use it "
          "as it comes", dict(shift=1)),
     ]
-    for hint, knobs in bugs:
+    slips = [Slip(hint, knobs) for hint, knobs in bugs]
+    for hint, knobs in [*slips, *_slip_pairs(slips)]:  # each alone, then two at a time
         if matches([_buggy_noam(*case, **knobs) for case in cases]):
             raise _known_bug(hint)
     if matches([noam_rate(step, d_model, warmup) for step, d_model, warmup, _ in cases]):

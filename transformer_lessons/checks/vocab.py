@@ -12,7 +12,7 @@ import copy
 from collections import Counter
 from typing import Any, Callable
 
-from transformer_lessons.checks._frame import _NO_RETURN, ExerciseError, _call, _exercise, _known_bug
+from transformer_lessons.checks._frame import _NO_RETURN, ExerciseError, Slip, _call, _exercise, _known_bug, _slip_bugs
 from transformer_lessons.data import Vocab
 from transformer_lessons.specials import BOS_ID, EOS_ID, PAD_ID, SPECIALS
 
@@ -56,29 +56,32 @@ _ORDER_KEY = "sorted(kept, key=lambda t: (-counts[t], t))"
 
 
 def _vocab_bugs(token_lists, min_freq) -> list[tuple[str, Callable[[], list[str]]]]:
-    def bug(**knobs):
-        return lambda: _vocab_itos(token_lists, min_freq, **knobs)
+    """The known mistakes, alone and two at a time (lowercased AND > for >=, say): each hint, and its list."""
 
-    return [
-        ("you lowercased the tokens: keep their case, 'A' and 'a' are different tokens. The model's output is cased "
-         "English and BLEU is scored on cased text, so the vocabulary must keep case", bug(lower=True)),
-        ("off by one: keep every token seen AT LEAST min_freq times, count >= min_freq (you used >)", bug(keep=">")),
-        ("the comparison is reversed: keep the FREQUENT tokens, count >= min_freq; the rare ones are the ones that "
-         "become <unk>", bug(keep="<")),
-        ("min_freq is ignored: drop the tokens seen fewer than min_freq times (they become <unk>)", bug(keep="all")),
-        ("min_freq seems hard-coded to 2: use the argument", lambda: _vocab_itos(token_lists, 2)),
-        (f"the tokens are sorted alphabetically: order them by frequency, most frequent first, ties alphabetically: "
-         f"{_ORDER_KEY}", bug(order="alphabetical")),
-        (f"least frequent first: order by DEcreasing count, ties alphabetically: {_ORDER_KEY}", bug(order="ascending")),
-        (f"ties are in the order the tokens were first seen (what Counter.most_common gives): break ties "
-         f"alphabetically, {_ORDER_KEY}, so the same data always gives the same ids", bug(order="first_seen")),
-        (f"ties come out in reverse alphabetical order (reverse=True reverses the tie-break too): use "
-         f"{_ORDER_KEY}", bug(order="reverse")),
-        ("each token is counted once per sentence (a set of the sentence?): count every occurrence, a word used "
-         "twice in a sentence counts twice", bug(count="once_per_sentence")),
-        ("only the last sentence is counted: create the Counter once, before the loop over sentences, and update it "
-         "with every sentence", bug(count="last_sentence")),
+    def simulate(min_freq=min_freq, **knobs):
+        return _vocab_itos(token_lists, min_freq, **knobs)
+
+    slips = [
+        Slip("you lowercased the tokens: keep their case, 'A' and 'a' are different tokens. The model's output is cased "
+             "English and BLEU is scored on cased text, so the vocabulary must keep case", {"lower": True}),
+        Slip("off by one: keep every token seen AT LEAST min_freq times, count >= min_freq (you used >)", {"keep": ">"}),
+        Slip("the comparison is reversed: keep the FREQUENT tokens, count >= min_freq; the rare ones are the ones that "
+             "become <unk>", {"keep": "<"}),
+        Slip("min_freq is ignored: drop the tokens seen fewer than min_freq times (they become <unk>)", {"keep": "all"}),
+        Slip("min_freq seems hard-coded to 2: use the argument", {"min_freq": 2}),
+        Slip(f"the tokens are sorted alphabetically: order them by frequency, most frequent first, ties alphabetically: "
+             f"{_ORDER_KEY}", {"order": "alphabetical"}),
+        Slip(f"least frequent first: order by DEcreasing count, ties alphabetically: {_ORDER_KEY}", {"order": "ascending"}),
+        Slip(f"ties are in the order the tokens were first seen (what Counter.most_common gives): break ties "
+             f"alphabetically, {_ORDER_KEY}, so the same data always gives the same ids", {"order": "first_seen"}),
+        Slip(f"ties come out in reverse alphabetical order (reverse=True reverses the tie-break too): use "
+             f"{_ORDER_KEY}", {"order": "reverse"}),
+        Slip("each token is counted once per sentence (a set of the sentence?): count every occurrence, a word used "
+             "twice in a sentence counts twice", {"count": "once_per_sentence"}),
+        Slip("only the last sentence is counted: create the Counter once, before the loop over sentences, and update it "
+             "with every sentence", {"count": "last_sentence"}),
     ]
+    return _slip_bugs(simulate, slips)
 
 
 def _short_list(tokens: list[str], limit: int = 24) -> str:
