@@ -15,21 +15,23 @@ export PIP_NO_INDEX := 1
 export PIP_FIND_LINKS := $(abspath classroom/wheels)
 endif
 
-.PHONY: learn lab test unit notebooks setup bench clean execute learner learner-test browser-test ci classroom offline-test
+.PHONY: learn lab test unit notebooks setup bench clean execute learner learner-test browser-test ci classroom offline-test lock colab-test
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# Installed once, again whenever pyproject.toml changes. torch is pinned first, on its own,
+# Installed once, again whenever pyproject.toml or the lock changes: every package at its version of
+# requirements/lock.txt (pip constraints: what the notebooks were executed with; `make lock` writes it), with the
+# package's lab (JupyterLab) and test extras. torch is pinned first, on its own (the lock's version),
 # so that nothing else can pull a newer release. On Linux, PyPI's torch is the CUDA build
 # with its NVIDIA libraries (gigabytes); on a machine without an NVIDIA GPU,
 #   make learn TORCH_INDEX=https://download.pytorch.org/whl/cpu
 # installs PyTorch's CPU-only build of the same version instead.
 TORCH_INDEX ?=
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
+$(VENV)/.installed: pyproject.toml requirements/lock.txt | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install --quiet -c requirements/lock.txt -e ".[lab,test]"
 	touch $@
 
 # The course's JupyterLab settings (jupyter/lab-settings.json), installed into the venv as defaults that the
@@ -138,8 +140,22 @@ offline-test: setup
 		TQDM_MININTERVAL=5 TRANSFORMER_LESSONS_MODE=quick MPLBACKEND=agg sh -c \
 		'$(BIN)/python -m transformer_lessons classroom --check && $(BIN)/python -m pytest --nbval notebooks/ -p no:cacheprovider'
 
-# What CI runs: every test, the learner versions, the browser test, and the notebooks offline.
-ci: test learner-test browser-test offline-test
+# requirements/lock.txt again, from what .venv has (scripts/lock.py; LOCK_ARGS=--fresh: the newest releases within
+# pyproject.toml's ranges, then make setup and make execute).
+LOCK_ARGS :=
+lock: setup
+	$(BIN)/python scripts/lock.py $(LOCK_ARGS)
+
+# The course with Google Colab's versions (requirements/colab.txt, from Colab's published pip freeze;
+# scripts/colab_constraints.py updates it): a venv of its own (.venv-colab) on Python 3.11 with the pinned CPU torch,
+# the notebooks' Colab cell run as on Colab, the unit tests but the pin checks, notebooks 01-07 and 11 executed,
+# every explorer's widget and static picture there (scripts/colab_test.py). CPU torch: TORCH_INDEX as for setup.
+COLAB_PYTHON ?= python3.11
+colab-test:
+	$(COLAB_PYTHON) scripts/colab_test.py --python $(COLAB_PYTHON) --data "$(DATA)" $(if $(TORCH_INDEX),--torch-index $(TORCH_INDEX))
+
+# What CI runs: every test, the learner versions, the browser test, and the notebooks offline; the course with Colab's versions.
+ci: test learner-test browser-test offline-test colab-test
 
 clean:
 	rm -rf $(VENV) .pytest_cache

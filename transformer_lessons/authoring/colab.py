@@ -27,7 +27,9 @@ offline, where the raw address cannot load, JupyterLab shows the alt text, and
 clicking it opens the figure from ``images/``. The alt text stays as it was.
 
 The repository address has one home: ``[project.urls] Repository`` in
-``pyproject.toml``; the pinned versions come from ``[project] dependencies``.
+``pyproject.toml``; what the setup cell installs is the version of
+``requirements/lock.txt`` (the one the notebooks were executed with) of each
+``[project] dependency`` that Colab lacks.
 
 Usage (from the repository root; ``make learner`` runs it)::
 
@@ -68,9 +70,10 @@ FIGURE = re.compile(r"\[" + MARKDOWN_IMAGE.pattern + r"\]\(([^)\s]+)\)|" + MARKD
 # A figure at a raw GitHub address of any repository and branch: group 1 is images/<file>.
 RAW_FIGURE = re.compile(rf"{re.escape(RAW_HOST)}/[\w.-]+/[\w.-]+/[\w.-]+/({FIGURES_DIR}/[\w./-]+)")
 
-# Colab ships torch, numpy, matplotlib, seaborn, ipywidgets, spacy and tqdm;
-# these are the course's dependencies it does not ship (installed at the pinned version).
+# Colab ships torch, numpy, matplotlib, seaborn, IPython, ipywidgets, spacy and tqdm (requirements/colab.txt);
+# these are the course's dependencies it does not ship (installed at the locked version).
 MISSING_ON_COLAB = ("sacrebleu",)
+LOCK = "requirements/lock.txt"  # beside pyproject.toml: the exact versions the notebooks were executed with
 # Notebooks that can train a real model but open on the course's trained one: their setup cell
 # says that any runtime works and a GPU only speeds up training your own.
 GPU_OPTIONAL = ("11_",)
@@ -85,7 +88,7 @@ class Course:
     """What the stamped cells need to know about the project."""
 
     repository: str  # https://github.com/<owner>/<repo>, from [project.urls] Repository
-    pins: dict[str, str]  # package name -> requirement as pinned in [project] dependencies
+    pins: dict[str, str]  # package name -> what to install: name==<locked version>, else the requirement of pyproject.toml
     root: Path = ROOT  # the checkout whose images/ the figure links point at
 
     @property
@@ -127,8 +130,16 @@ def _parse_pyproject(text: str) -> dict:
     return tomllib.loads(text)
 
 
+def _locked_versions(lock: Path) -> dict[str, str]:
+    """``{lower-case name: version}`` of the ``name==version`` lines of ``lock`` (none if it does not exist)."""
+    if not lock.is_file():
+        return {}
+    found = re.findall(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;]+)", lock.read_text(encoding="utf-8"), re.M)
+    return {re.sub(r"[-_.]+", "-", name).lower(): version for name, version in found}
+
+
 def read_course(pyproject: Path = ROOT / "pyproject.toml") -> Course:
-    """The repository address and the pinned dependencies, from ``pyproject.toml``."""
+    """The repository address (``pyproject.toml``) and each dependency at its version of ``requirements/lock.txt``."""
     project = _parse_pyproject(pyproject.read_text(encoding="utf-8")).get("project", {})
     repository = project.get("urls", {}).get("Repository")
     if not repository:
@@ -136,10 +147,12 @@ def read_course(pyproject: Path = ROOT / "pyproject.toml") -> Course:
             f"{pyproject.name} has no [project.urls] Repository; add the GitHub address there "
             f"(it is the one place the notebooks' Colab links and install command come from)"
         )
+    locked = _locked_versions(pyproject.parent / LOCK)
     pins = {}
     for requirement in project.get("dependencies", []):
         name = re.split(r"[<>=!~\[; ]", requirement, maxsplit=1)[0].lower()
-        pins[name] = requirement.replace(" ", "")
+        version = locked.get(re.sub(r"[-_.]+", "-", name))
+        pins[name] = f"{name}=={version}" if version else requirement.replace(" ", "")
     return Course(repository=repository.rstrip("/"), pins=pins, root=pyproject.resolve().parent)
 
 
