@@ -263,6 +263,22 @@ class AnnotatedDecoderLayer(AnnotatedSublayers):
         return self.sublayer(self.norm3, x, self.feed_forward)
 
 
+class EncoderLayerAttentionDropoutDefault(nn.Module):
+    """The Annotated Transformer's make_model builds its attention as MultiHeadedAttention(h, d_model), without the
+    dropout argument: the attention drops at its default 0.1 whatever dropout the model is given."""
+
+    def __init__(self, d_model, n_heads, d_ff, dropout=0.1):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, n_heads)  # dropout not passed: MultiHeadAttention's default, 0.1
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.norm1, self.norm2 = LayerNorm(d_model), LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x, src_mask=None):
+        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, src_mask)))
+        return self.norm2(x + self.dropout(self.feed_forward(x)))
+
+
 def forward_log_softmax(model, src, tgt_in, src_mask, tgt_mask):
     """The Annotated Transformer's Generator ends with log_softmax: log-probabilities where logits are asked for."""
     return F.log_softmax(model.decode(model.encode(src, src_mask), src_mask, tgt_in, tgt_mask), dim=-1)
@@ -475,6 +491,9 @@ TUTORIAL_BUGS = {
                                                  "is not nn.LayerNorm's function"],
         f"{ANNOTATED}, SublayerConnection.forward: x + self.dropout(sublayer(self.norm(x))) with its LayerNorm "
         "(issue 18's second case)"),
+    "enc-annotated-attention-dropout-default": (
+        "encoder_layer", EncoderLayerAttentionDropoutDefault, ["`self_attn.dropout` with p=0.1", "not passed on"],
+        f"{ANNOTATED}, make_model: attn = MultiHeadedAttention(h, d_model), its dropout left at the default 0.1"),
     "dec-annotated-pre-norm": (
         "decoder_layer", AnnotatedDecoderLayer, ["two things differ", "that is pre-norm",
                                                  "is not nn.LayerNorm's function"],
