@@ -118,22 +118,25 @@ exec(compile({cell!r}, "<colab-setup cell>", "exec"))
 """
 
 
-def setup(python: str, torch_index: str | None) -> Path:
-    """Build (or bring up to date) the venv; return its python."""
-    bin_python = VENV / "bin" / "python"
-    colab_pins = _pins(COLAB)
+def setup(python: str, torch_index: str | None, venv: Path = VENV, colab: Path = COLAB, torch: str | None = None) -> Path:
+    """Build (or bring up to date) the venv ``venv`` with the constraints ``colab``; return its python.
+
+    ``torch``: the version to install (default the lock's); by hand, Colab's own (PyPI's CUDA build).
+    """
+    bin_python = venv / "bin" / "python"
+    colab_pins = _pins(colab)
     wanted = [*dict.fromkeys([*(d for d in _runtime_dependencies() if _normal(d) in colab_pins), *COLAB_PREINSTALLED])]
     missing = [name for name in wanted if _normal(name) not in colab_pins]
     if missing:
         raise SystemExit(f"colab-test: not on Colab's list (requirements/colab.txt): {missing}")
-    torch = _pins(LOCK)["torch"]
-    kept = "".join(line + "\n" for line in COLAB.read_text(encoding="utf-8").splitlines()
+    torch = torch or _pins(LOCK)["torch"]
+    kept = "".join(line + "\n" for line in colab.read_text(encoding="utf-8").splitlines()
                    if not re.match(rf"({'|'.join(VENV_TOOLS)})==", line))
     stamp = hashlib.sha256("\n".join([kept, torch, str(torch_index), python, *wanted]).encode()).hexdigest()
-    stamp_file, constraints = VENV / ".colab-installed", VENV / "colab-constraints.txt"
+    stamp_file, constraints = venv / ".colab-installed", venv / "colab-constraints.txt"
     if not (bin_python.exists() and stamp_file.exists() and stamp_file.read_text() == stamp):
-        shutil.rmtree(VENV, ignore_errors=True)
-        run([python, "-m", "venv", str(VENV)])
+        shutil.rmtree(venv, ignore_errors=True)
+        run([python, "-m", "venv", str(venv)])
         constraints.write_text(kept, encoding="utf-8")
         pip = [str(bin_python), "-m", "pip", "install", "--quiet"]
         run([*pip, f"torch=={torch}", *(["--index-url", torch_index] if torch_index else [])])
@@ -224,7 +227,7 @@ def execute() -> int:
     for name in ("model_fp16.pt", "metrics.json", "history.json"):
         shutil.copy(ROOT / "results" / "cpu" / name, models / name)
     os.environ.update({"TRANSFORMER_LESSONS_CACHE": str(cache), "TRANSFORMER_LESSONS_RUNS": str(cache / "runs")})
-    out_dir = VENV / "executed"
+    out_dir = Path(sys.executable).parents[1] / "executed"  # in the venv
     out_dir.mkdir(exist_ok=True)
     passed, failed = 0, 0
     for number in NOTEBOOKS:
@@ -252,12 +255,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--torch-index", default=None, help="where pip takes torch from (as make's TORCH_INDEX)")
     parser.add_argument("--data", default="", help="Multi30k's raw files, as make test's DATA")
     parser.add_argument("--steps", nargs="+", default=["setup", "unit", "notebooks"], choices=["setup", "unit", "notebooks"])
+    # By hand, to run the same checks with Colab's own Python and PyTorch (README, "The Colab test"):
+    parser.add_argument("--venv", type=Path, default=VENV, help="where the venv goes (default .venv-colab)")
+    parser.add_argument("--constraints", type=Path, default=COLAB, help="Colab's versions (default requirements/colab.txt)")
+    parser.add_argument("--torch", default=None, help="the torch release to install (default the lock's)")
     parser.add_argument("--execute", action="store_true", help=argparse.SUPPRESS)  # inside the venv: run the notebooks
     args = parser.parse_args(argv)
     if args.execute:
         return execute()
     start = time.monotonic()
-    bin_python = setup(args.python, args.torch_index) if "setup" in args.steps else VENV / "bin" / "python"
+    venv = args.venv.resolve()
+    bin_python = (setup(args.python, args.torch_index, venv, args.constraints.resolve(), args.torch)
+                  if "setup" in args.steps else venv / "bin" / "python")
     env = {**os.environ, "TRANSFORMER_LESSONS_MODE": "quick", "MPLBACKEND": "agg", "TQDM_MININTERVAL": "5"}
     if args.data:
         env["TRANSFORMER_LESSONS_DATA"] = args.data

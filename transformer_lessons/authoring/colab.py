@@ -10,10 +10,12 @@ again replaces them instead of adding more:
   (``"google.colab" in sys.modules``) it installs the few dependencies Colab
   lacks, then the course package with ``--no-deps``, so Colab's own PyTorch build
   (the one matching its GPU drivers) is kept, and turns on Colab's widget manager
-  for the attention explorers. Both pip calls pass ``--no-warn-conflicts``:
-  without it pip ends in a red "ERROR: pip's dependency resolver ... requires
-  torch==..., but you have torch ..." that is expected here and would invite
-  learners to replace Colab's PyTorch. Anywhere else the cell does nothing and
+  for the attention explorers. The package's requirements are ranges that admit
+  Colab's versions (``make colab-test`` checks), so nothing conflicts today; both
+  pip calls pass ``--no-warn-conflicts`` all the same: should Colab ship a version
+  outside a range, pip would end in a red "ERROR: pip's dependency resolver ...
+  requires ..., but you have ..." that would invite learners to replace Colab's
+  packages, its PyTorch included. Anywhere else the cell does nothing and
   prints nothing, so nbval sees the same (empty) output on every machine.
 
 Stamping also points the figures at GitHub: a markdown image whose target is a
