@@ -77,7 +77,7 @@ def test_the_extra_is_declared_in_pyproject():
 
     pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
     extra = pyproject["project"]["optional-dependencies"]["tensorboard"]
-    assert len(extra) == 1 and extra[0].startswith("tensorboard==")
+    assert len(extra) == 1 and extra[0].startswith("tensorboard>=")  # a range: the lock pins what make setup installs
     assert f'"{pyproject["project"]["name"]}[tensorboard]"' in INSTALL_HINT
 
 
