@@ -15,7 +15,8 @@ notebook's first cell adds what Colab lacks (sacreBLEU) and then the course pack
    and the notebook runs of nbval (JupyterLab and nbval are not on Colab); ``DESELECT`` names the others left out.
 3. ``notebooks``: notebooks 01-07 and 11 executed top to bottom (nbclient, quick mode); any error output, or a
    traceback printed into a cell, fails; each explorer's outputs must hold the live widget followed by its
-   static copy. Notebook 11 finds the course's model in the cache, as a Colab session does after downloading it.
+   static copy. Notebook 11 finds the course's model in the cache, as a Colab session does after downloading it,
+   and the quick model in runs/quick when `make test` left it there (else it trains it, a few minutes).
 
 Usage (from the repository root; ``make colab-test`` passes the options)::
 
@@ -171,6 +172,9 @@ def _nothing_of_colabs_replaced(bin_python: Path) -> None:
 
 
 def unit(bin_python: Path, env: dict) -> int:
+    # The tests import the checkout's package (pytest puts the repository first on the path); PYTHONPATH does the
+    # same for the scripts they start (benchmarks/), so that those find the course's model in the checkout.
+    env = {**env, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)}
     for test, reason in DESELECT.items():
         say(f"deselected {test}: {reason}")
     cmd = [str(bin_python), "-m", "pytest", "tests", "-m", "not pins and not learner_exec", "--ignore=tests/browser",
@@ -226,7 +230,9 @@ def execute() -> int:
     models.mkdir()
     for name in ("model_fp16.pt", "metrics.json", "history.json"):
         shutil.copy(ROOT / "results" / "cpu" / name, models / name)
-    os.environ.update({"TRANSFORMER_LESSONS_CACHE": str(cache), "TRANSFORMER_LESSONS_RUNS": str(cache / "runs")})
+    # The package is installed as on Colab (not from the checkout): its model comes from the cache. Runs go where
+    # `make test` puts them, so notebook 11 reuses the quick model that notebook 10 trained there, when it did.
+    os.environ.update({"TRANSFORMER_LESSONS_CACHE": str(cache), "PYDEVD_DISABLE_FILE_VALIDATION": "1"})
     out_dir = Path(sys.executable).parents[1] / "executed"  # in the venv
     out_dir.mkdir(exist_ok=True)
     passed, failed = 0, 0
