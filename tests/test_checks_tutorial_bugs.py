@@ -32,7 +32,7 @@ from transformer_lessons.specials import SPECIALS
 # --- where the bugs come from --------------------------------------------------------------------
 
 ANNOTATED = ("harvardnlp/annotated-transformer, the_annotated_transformer.py (The Annotated Transformer, v2022; "
-             "the 2018 post has the same code)")
+             "the 2018 original does the same)")
 PERSSON = ("aladdinpersson/Machine-Learning-Collection, "
            "ML/Pytorch/more_advanced/transformer_from_scratch/transformer_from_scratch.py (Aladdin Persson, "
            "'Pytorch Transformers from Scratch', YouTube)")
