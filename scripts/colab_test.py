@@ -178,7 +178,7 @@ def unit(bin_python: Path, env: dict) -> int:
     for test, reason in DESELECT.items():
         say(f"deselected {test}: {reason}")
     cmd = [str(bin_python), "-m", "pytest", "tests", "-m", "not pins and not learner_exec", "--ignore=tests/browser",
-           "-p", "no:cacheprovider", *(f"--deselect={t}" for t in DESELECT)]
+           "-p", "no:cacheprovider", "--durations=10", *(f"--deselect={t}" for t in DESELECT)]
     say("$ " + " ".join(cmd))
     return subprocess.run(cmd, cwd=ROOT, env=env).returncode
 
