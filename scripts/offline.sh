@@ -16,6 +16,9 @@ fi
 shift
 
 ip link set lo up
+# torchrun's gloo backend binds to the address the host name resolves to. On a machine whose network is
+# unplugged that interface still exists; in this namespace it does not, so point gloo at the loopback.
+export GLOO_SOCKET_IFNAME=lo
 # Nothing beyond this machine may answer: a name cannot be looked up, an address cannot be reached.
 python3 - <<'EOF'
 import socket

@@ -4,7 +4,7 @@ A room of learners' machines often has a poor network, or none. One command, run
 by the teacher while connected (or with a copy of Multi30k on a USB stick), makes
 the course folder self-sufficient::
 
-    python -m transformer_lessons classroom [--from DIR]        # make classroom [FROM=DIR]
+    python -m transformer_lessons classroom [--from DIR]        # make classroom [DATA=DIR]
 
 It runs four steps, each skipped when already done, so running it again is quick:
 
@@ -21,10 +21,11 @@ It runs four steps, each skipped when already done, so running it again is quick
    notebooks 10 and 11 then load instead of training it on every learner's machine
    (``--no-train`` leaves that to the learners: about two minutes each).
 
-Copying the course folder copies ``classroom/`` and ``runs/``. :func:`readiness`
-(``classroom --check``) says what a machine has, using no network and changing
-nothing. The Python packages are the Makefile's part: ``make classroom WHEELS=yes``
-also keeps every wheel in ``classroom/wheels``, which ``make learn`` then installs from.
+On request (``--wheels``, ``make classroom WHEELS=yes``), :func:`download_wheels` also
+keeps every Python package of the environment in ``classroom/wheels``, from which
+``make learn`` then installs with no network. Copying the course folder copies
+``classroom/`` and ``runs/``. :func:`readiness` (``classroom --check``) says what a
+machine has, using no network and changing nothing.
 
 Dataset: Elliott et al. (2016), "Multi30K: Multilingual English-German Image Descriptions".
 """
@@ -147,7 +148,7 @@ def download_wheels(torch_index: str | None = None, say: Say = print) -> Path:
     ``make learn`` installs from there alone when it holds wheels (the Makefile sets
     ``PIP_NO_INDEX`` and ``PIP_FIND_LINKS``), so a learner's machine needs no network
     to install the course either. The wheels are this machine's: the learners' need the
-    same operating system, processor type and Python version (``3.11`` here).
+    same operating system, processor type and Python version.
 
     Args:
         torch_index: where PyTorch comes from; default from this environment's build:
