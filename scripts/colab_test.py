@@ -175,6 +175,8 @@ def unit(bin_python: Path, env: dict) -> int:
     # The tests import the checkout's package (pytest puts the repository first on the path); PYTHONPATH does the
     # same for the scripts they start (benchmarks/), so that those find the course's model in the checkout.
     env = {**env, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)}
+    say("left out: tests/browser (JupyterLab in Chromium, not Colab's front end), marker learner_exec (every learner "
+        "notebook with its exercises open: make learner-test), marker pins (the lock's exact versions)")
     for test, reason in DESELECT.items():
         say(f"deselected {test}: {reason}")
     cmd = [str(bin_python), "-m", "pytest", "tests", "-m", "not pins and not learner_exec", "--ignore=tests/browser",
