@@ -40,7 +40,7 @@ from transformer_lessons.model import Decoder, Encoder
 # "small" is the default: big enough for the attention and matmuls to dominate, small
 # enough to finish in well under a minute on a 2-core CPU.
 BENCH_PRESETS = {
-    "small": ModelConfig(n_layers=3, d_model=256, n_heads=4, d_ff=1024, dropout=0.1),
+    "small": ModelConfig(n_layers=3, d_model=256, n_heads=4, d_ff=1024, dropout=0.1, tie_embeddings=False),
     "tiny": PRESETS["tiny"],
     "base": PRESETS["base"],
 }

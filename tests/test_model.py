@@ -21,7 +21,7 @@ ATOL = 1e-5
 
 
 def small_model(**overrides) -> Transformer:
-    kwargs = dict(n_layers=2, d_model=32, d_ff=64, n_heads=4, dropout=0.1, max_len=40)
+    kwargs = dict(n_layers=2, d_model=32, d_ff=64, n_heads=4, dropout=0.1, max_len=40, tie_embeddings=False)
     kwargs.update(overrides)
     return make_model(SRC_V, TGT_V, **kwargs)
 
@@ -218,13 +218,21 @@ def test_norm_first_builds_final_layer_norms_and_runs() -> None:
 def test_tie_embeddings_shares_one_parameter() -> None:
     tied = small_model(tie_embeddings=True)
     assert tied.generator.weight is tied.tgt_embed.table.weight
-    untied = small_model()
+    untied = small_model(tie_embeddings=False)
     assert untied.generator.weight is not untied.tgt_embed.table.weight
     assert untied.num_parameters() - tied.num_parameters() == TGT_V * 32
     tied.train()
     loss = run(tied, tokens(2, 4, SRC_V), tokens(2, 3, TGT_V)).logsumexp(-1).mean()
     loss.backward()
     assert tied.tgt_embed.table.weight.grad is not None
+
+
+def test_the_defaults_tie_as_the_paper_does() -> None:
+    # §3.4: the target embedding and the pre-softmax projection share one matrix; ModelConfig and make_model
+    # promise the paper's choices by default.
+    assert ModelConfig().tie_embeddings is True
+    model = make_model(SRC_V, TGT_V, n_layers=1, d_model=32, d_ff=64, n_heads=4)
+    assert model.generator.weight is model.tgt_embed.table.weight
 
 
 def test_preset_tiny_builds() -> None:
@@ -255,21 +263,25 @@ def test_make_model_defaults_are_the_paper_base_model() -> None:
     paper = dict(n_layers=6, d_model=512, d_ff=2048, n_heads=8, dropout=0.1, pe_base=10000.0)
     assert {k: defaults[k] for k in paper} == paper
     assert defaults["norm_first"] is False and defaults["positional"] == "sinusoidal"
+    assert defaults["tie_embeddings"] is True  # §3.4: the output projection shares the target embedding
     base = ModelConfig()
     assert (base.n_layers, base.d_model, base.d_ff, base.n_heads, base.dropout) == (6, 512, 2048, 8, 0.1)
     assert base.d_head == 64  # d_k = d_v = 64
     assert PRESETS["base"] == base
 
 
-def _expected_parameter_count(src_v: int, tgt_v: int, n: int, d: int, d_ff: int) -> int:
-    """Count of Figure 1 by hand: weights + biases of every Linear, gain + bias of every LayerNorm."""
+def _expected_parameter_count(src_v: int, tgt_v: int, n: int, d: int, d_ff: int, tied: bool = True) -> int:
+    """Count of Figure 1 by hand: weights + biases of every Linear, gain + bias of every LayerNorm.
+
+    ``tied`` (§3.4): the generator reuses the target embedding's matrix and adds only its bias.
+    """
     attention = 4 * (d * d + d)  # W^Q, W^K, W^V, W^O with biases
     ffn = (d * d_ff + d_ff) + (d_ff * d + d)
     norm = 2 * d
     encoder_layer = attention + ffn + 2 * norm
     decoder_layer = 2 * attention + ffn + 3 * norm
     embeddings = src_v * d + tgt_v * d  # the sinusoid has no parameters
-    generator = d * tgt_v + tgt_v
+    generator = (0 if tied else d * tgt_v) + tgt_v
     return embeddings + n * (encoder_layer + decoder_layer) + generator
 
 
@@ -281,6 +293,9 @@ def test_base_model_parameter_count_matches_hand_count() -> None:
             d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6, dim_feedforward=2048, batch_first=True
         )
     assert model.num_parameters() == _expected_parameter_count(src_v, tgt_v, 6, 512, 2048)
+    with torch.device("meta"):
+        untied = make_model(src_v, tgt_v, tie_embeddings=False)
+    assert untied.num_parameters() == _expected_parameter_count(src_v, tgt_v, 6, 512, 2048, tied=False)
     # Independent cross-check: nn.Transformer's stacks hold the same layers plus a final
     # LayerNorm after the encoder and after the decoder (4 * d_model parameters).
     ours_stack = sum(p.numel() for p in model.encoder.parameters()) + sum(p.numel() for p in model.decoder.parameters())

@@ -41,7 +41,9 @@ class ModelConfig:
     pe_base: float = 10000.0  # paper: 10000 in sin(pos / base^(2i/d_model)); some tutorials print 1000
     positional: Literal["sinusoidal", "learned"] = "sinusoidal"  # paper §3.5 tried both, kept sinusoidal
     norm_first: bool = False  # paper: post-LN, LayerNorm(x + Sublayer(x)); True is pre-LN
-    tie_embeddings: bool = False  # paper §3.4 shares target embedding and output projection
+    # Paper §3.4: the output projection (pre-softmax linear) shares its weight matrix with the target embedding.
+    # False gives the projection a matrix of its own (the copy task and the checks' small models use that).
+    tie_embeddings: bool = True
 
     @property
     def d_head(self) -> int:
@@ -56,7 +58,7 @@ class ModelConfig:
 
 PRESETS: dict[str, ModelConfig] = {
     # Small enough to train on a laptop CPU in about a minute (the copy task).
-    "tiny": ModelConfig(n_layers=2, d_model=32, n_heads=4, d_ff=64, dropout=0.0, max_len=64),
+    "tiny": ModelConfig(n_layers=2, d_model=32, n_heads=4, d_ff=64, dropout=0.0, max_len=64, tie_embeddings=False),
     # The paper's base model, 65M parameters with a 37k shared vocabulary.
     "base": ModelConfig(),
 }

@@ -38,7 +38,7 @@ V = 40
 
 def fresh_model():
     torch.manual_seed(0)
-    return make_model(V, V, n_layers=2, d_model=32, d_ff=64, n_heads=4, dropout=0.0, max_len=64)
+    return make_model(V, V, n_layers=2, d_model=32, d_ff=64, n_heads=4, dropout=0.0, max_len=64, tie_embeddings=False)
 
 
 def global_batch():

@@ -276,7 +276,7 @@ def make_model(
     pe_base: float = 10000.0,
     positional: str = "sinusoidal",
     norm_first: bool = False,
-    tie_embeddings: bool = False,
+    tie_embeddings: bool = True,
 ) -> Transformer:
     """Build a Transformer with the paper's base hyper-parameters by default (Table 3).
 

@@ -110,7 +110,7 @@ def check_transformer_forward(fn: Callable[..., torch.Tensor]) -> str:
             src_mask left out, the encoder reading tgt_in or the decoder src, the
             decoder's hidden states instead of logits, a softmax on the logits).
     """
-    model = make_model(_VOCAB, _VOCAB, n_layers=2, d_model=_D_MODEL, d_ff=32, n_heads=2, dropout=0.0).eval()
+    model = make_model(_VOCAB, _VOCAB, n_layers=2, d_model=_D_MODEL, d_ff=32, n_heads=2, dropout=0.0, tie_embeddings=False).eval()
     generator = torch.Generator().manual_seed(0)
     # S == T first: a mask or an input in the wrong place then runs, and the simulations can name it.
     for B, S, T in ((3, 6, 6), (3, 7, 5)):

@@ -71,7 +71,7 @@ def _decoding_model() -> Transformer:
     """
     with torch.random.fork_rng(devices=[]), torch.enable_grad():
         torch.manual_seed(0)
-        config = ModelConfig(n_layers=2, d_model=32, n_heads=4, d_ff=64, dropout=0.0, max_len=32)
+        config = ModelConfig(n_layers=2, d_model=32, n_heads=4, d_ff=64, dropout=0.0, max_len=32, tie_embeddings=False)
         model = Transformer(config, _DEC_VOCAB, _DEC_VOCAB)
         generator = torch.Generator().manual_seed(0)
         optimizer = torch.optim.Adam(model.parameters(), lr=3e-3, betas=(0.9, 0.98))

@@ -130,7 +130,7 @@ def _learner_cache(fn: Callable[..., Any]) -> type[KVCache]:
 def _decode_with(fn: Callable[..., Any], steps: int = 8) -> None:
     """Greedy steps of a small random Transformer with the learner's append: logits equal to recomputing."""
     torch.manual_seed(0)
-    config = ModelConfig(n_layers=2, d_model=16, n_heads=2, d_ff=32, dropout=0.0, max_len=16)
+    config = ModelConfig(n_layers=2, d_model=16, n_heads=2, d_ff=32, dropout=0.0, max_len=16, tie_embeddings=False)
     model = Transformer(config, 11, 11).eval()
     src = torch.randint(3, 11, (2, 6))  # (B, S)
     memory = model.encode(src, None)  # (B, S, D)
