@@ -1,46 +1,58 @@
 #!/usr/bin/env bash
-# The whole GPU session of results/README.md in one command of the device tool (at most 600 s):
-# environment, the `full` training run with its test evaluation, the fp16 export, then the
-# training benchmark with whatever time is left. Run from the repository root on the GPU machine:
+# The `full` preset's GPU run in one command, on any machine with an NVIDIA GPU and PyTorch: the environment,
+# the training run with its test evaluation, the fp16 export, then the training benchmark. From a copy of the
+# repository (the package need not be installed: it runs with PYTHONPATH=.):
 #
-#   COMMIT=<git commit, filled in where .git is> bash scripts/gpu_run.sh [MINUTES] [CORPUS]
+#   bash scripts/gpu_run.sh [MINUTES] [CORPUS]
 #
 #   MINUTES  training-time cap passed to --max-minutes (default 5). It counts training only, and
-#            the whole run (a resumed run included); evaluation comes on top: see BUDGET.
-#   CORPUS   a corpus saved by `prepare --preset full` (default runs/multi30k_full.json.gz).
+#            the whole run (a resumed run included); evaluation comes on top.
+#   CORPUS   a corpus saved by `prepare --preset full` (default runs/multi30k_full.json.gz): the GPU
+#            machine then needs neither spaCy nor the data files.
 #
-# Environment: COMMIT (recorded in command.txt; the checkout's .git does not travel), OUT (where
-# the results go; the device tool sets it), BUDGET (seconds this command may take, default 540:
-# the tool stops a command at 600), DEVICE (default cuda), BENCH_STEPS (default 100; 0 skips the
-# benchmark; BENCH_COMPILE=1 adds torch.compile's figures), RUN_DIR (default runs/full), TRAIN_ARGS (extra train options; a small dry run on a
-# CPU: DEVICE=cpu BENCH_STEPS=0 TRAIN_ARGS="--epochs 1 --beam 1" with a tiny corpus, as tests/test_cli.py does).
+# Environment (all optional):
+#   OUT          where the record goes (default gpu_out): $OUT/full, the files results/full/ commits
+#   COMMIT       the commit recorded in command.txt (default: git rev-parse HEAD where .git exists)
+#   BUDGET       seconds the whole command may take, for machines that stop a job after a fixed time:
+#                training is then interrupted (Ctrl-C, which saves last.pt) 45 s before the end and
+#                best.pt is scored instead, and the benchmark runs only with time left. Unset: no limit.
+#   DEVICE       default cuda
+#   BENCH_STEPS  default 100; 0 skips the benchmark. BENCH_COMPILE=1 adds torch.compile's figures
+#   RUN_DIR      default runs/full (last.pt, best.pt: not committed)
+#   TRAIN_ARGS   extra train options. A small dry run on a CPU, as tests/test_cli.py does:
+#                DEVICE=cpu BENCH_STEPS=0 TRAIN_ARGS="--epochs 1 --beam 1" with a tiny corpus
 #
-# What comes back, in $OUT/full: train.log (everything printed here), command.txt,
-# metrics.json, history.json, test_hypotheses.txt, model_fp16.pt, bench_train.txt.
+# What it writes in $OUT/full: train.log (everything printed here), command.txt, metrics.json,
+# history.json, test_hypotheses.txt, model_fp16.pt, bench_train.txt. results/README.md says how the
+# committed run was made and what each file is.
 # No pip install here: it would replace the machine's CUDA torch with the pinned CPU one.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 MINUTES="${1:-5}"
 CORPUS="${2:-runs/multi30k_full.json.gz}"
-BUDGET="${BUDGET:-540}"
+BUDGET="${BUDGET:-}"
 DEVICE="${DEVICE:-cuda}"
 BENCH_STEPS="${BENCH_STEPS:-100}"
 TRAIN_ARGS="${TRAIN_ARGS:-}"
 OUT="${OUT:-gpu_out}"
+if [ -z "${COMMIT:-}" ] && git rev-parse HEAD >/dev/null 2>&1; then
+    COMMIT="$(git rev-parse HEAD)$(git diff --quiet HEAD || echo +uncommitted)"
+fi
 RUN="${RUN_DIR:-runs/full}"
 DEST="$OUT/full"
 export PYTHONPATH=. PYTHONUNBUFFERED=1
 
 mkdir -p "$RUN" "$DEST"
 # Everything printed from here on goes to the screen, runs/full/train.log and $OUT/full/train.log
-# (written as it happens, so a command stopped at the tool's limit still returns its log).
+# (written as it happens, so a job stopped at a machine's time limit still leaves its log).
 exec > >(tee -a "$RUN/train.log" "$DEST/train.log") 2>&1
 TEE=$!
 trap 'exec >&- 2>&-; wait "$TEE"' EXIT  # let tee write the last lines before the command returns
-left() { echo $((BUDGET - SECONDS)); }
+# Seconds left of BUDGET; without one, a number larger than any run, so every `timeout` below never fires.
+left() { if [ -n "$BUDGET" ]; then echo $((BUDGET - SECONDS)); else echo 999999; fi; }
 
-echo "== gpu_run.sh $(date -u +%Y-%m-%dT%H:%M:%SZ), commit ${COMMIT:-unknown}, budget ${BUDGET} s, --max-minutes $MINUTES"
+echo "== gpu_run.sh $(date -u +%Y-%m-%dT%H:%M:%SZ), commit ${COMMIT:-unknown}, budget ${BUDGET:-none}${BUDGET:+ s}, --max-minutes $MINUTES"
 if [ ! -f "$CORPUS" ]; then
     echo "no corpus at $CORPUS: make it where spaCy is (prepare --preset full --out $CORPUS) and carry it along"
     exit 2
@@ -61,7 +73,7 @@ BENCH=(python3 benchmarks/bench_train.py --device "$DEVICE" --preset full --corp
 # BENCH_COMPILE=1 also times both models under torch.compile (a minute or two of compiling on a GPU).
 if [ "${BENCH_COMPILE:-0}" = 1 ]; then BENCH+=(--compile); fi
 {
-    echo "commit: ${COMMIT:-unknown} (filled in by the caller: the device has no .git)"
+    echo "commit: ${COMMIT:-unknown}"
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "environment: PYTHONPATH=. PYTHONUNBUFFERED=1"
     echo "corpus: $CORPUS, sha256 $(sha256sum "$CORPUS" | cut -d' ' -f1)"
@@ -70,11 +82,11 @@ if [ "${BENCH_COMPILE:-0}" = 1 ]; then BENCH+=(--compile); fi
     echo "bench: ${BENCH[*]}"
 } > "$DEST/command.txt"
 
-# Training and its test evaluation. A backstop for a slower machine than planned: Ctrl-C
-# (SIGINT) 45 s before the budget ends; train() then saves last.pt, and the best checkpoint
+# Training and its test evaluation. With a BUDGET, a backstop for a slower machine than planned:
+# Ctrl-C (SIGINT) 45 s before the budget ends; train() then saves last.pt, and the best checkpoint
 # is scored on the test set below instead.
 limit=$(($(left) - 45))
-echo "== train (${SECONDS} s in; stopped by SIGINT after $limit s if still running)"
+if [ -n "$BUDGET" ]; then echo "== train (${SECONDS} s in; stopped by SIGINT after $limit s if still running)"; else echo "== train (${SECONDS} s in)"; fi
 timeout -s INT -k 15 "$((limit > 1 ? limit : 1))" "${TRAIN[@]}"
 status=$?
 echo "== train exited with $status (${SECONDS} s in)"
@@ -101,7 +113,7 @@ if [ "$BENCH_STEPS" -gt 0 ] && [ "$(left)" -gt 60 ]; then
     echo "bench_train exited with $? ($DEST/bench_train.txt)"
     cat "$DEST/bench_train.txt"
 else
-    echo "== no bench_train (BENCH_STEPS=$BENCH_STEPS, $(left) s left)"
+    echo "== no bench_train (BENCH_STEPS=$BENCH_STEPS${BUDGET:+, $(left) s left of the budget})"
 fi
 echo "== done in ${SECONDS} s; in $DEST: $(cd "$DEST" && ls | tr '\n' ' ')"
 # 0 when training finished or the backstop stopped it (124, and the log says so); 1 when it failed.

@@ -422,8 +422,11 @@ GPU_RUN = Path(__file__).resolve().parents[1] / "scripts" / "gpu_run.sh"
 
 
 @pytest.mark.skipif(not (shutil.which("bash") and shutil.which("timeout") and shutil.which("tee")), reason="needs bash, timeout and tee")
-def test_gpu_run_script_on_a_cpu(tmp_path):
-    # The whole GPU session of results/README.md, shrunk: a toy corpus, one epoch, greedy test, no benchmark.
+@pytest.mark.parametrize("budget", ["300", None], ids=["with-budget", "no-budget"])
+def test_gpu_run_script_on_a_cpu(tmp_path, budget):
+    # The whole GPU run of results/README.md, shrunk: a toy corpus, one epoch, greedy test, no benchmark.
+    # With a BUDGET the script guards its time; without one (any GPU machine) it runs to the end, and with no
+    # COMMIT given it records the checkout's own.
     corpus = tmp_path / "corpus.json.gz"
     toy_corpus({"train": 100, "val": 6, "test_2016_flickr": 6}).save(corpus)
     bin_dir = tmp_path / "bin"  # the GPU machine's `python3` is the one with torch: here, this interpreter
@@ -432,18 +435,29 @@ def test_gpu_run_script_on_a_cpu(tmp_path):
     (bin_dir / "python3").chmod(0o755)
     out, run = tmp_path / "out", tmp_path / "run"
     env = dict(
-        os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", OUT=str(out), RUN_DIR=str(run), COMMIT="0123abc",
-        DEVICE="cpu", BENCH_STEPS="0", TRAIN_ARGS="--epochs 1 --beam 1 --bleu-val-limit 4", BUDGET="300",
+        os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", OUT=str(out), RUN_DIR=str(run),
+        DEVICE="cpu", BENCH_STEPS="0", TRAIN_ARGS="--epochs 1 --beam 1 --bleu-val-limit 4",
     )  # fmt: skip
+    env.pop("BUDGET", None)
+    env.pop("COMMIT", None)
+    if budget:
+        env.update(BUDGET=budget, COMMIT="0123abc")
     result = subprocess.run(["bash", str(GPU_RUN), "3", str(corpus)], capture_output=True, text=True, env=env, timeout=280)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     names = sorted(p.name for p in (out / "full").iterdir())
     assert names == ["command.txt", "history.json", "metrics.json", "model_fp16.pt", "test_hypotheses.txt", "train.log"]
     command = (out / "full" / "command.txt").read_text()
-    assert "commit: 0123abc" in command and "train: python3 -m transformer_lessons train --preset full" in command
+    assert "train: python3 -m transformer_lessons train --preset full" in command
+    if budget:
+        assert "commit: 0123abc" in command
+    else:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=GPU_RUN.parents[1], capture_output=True, text=True)
+        if head.returncode == 0:  # a checkout: its commit is recorded (with +uncommitted when it has changes)
+            assert f"commit: {head.stdout.strip()}" in command
     assert "--max-minutes 3 --device cpu --quiet --epochs 1" in command
     log = (out / "full" / "train.log").read_text()
     assert "sacrebleu 2." in log and "\nepoch   1  step" in log and "\ntest_2016_flickr: sacreBLEU" in log
     assert "model_fp16.pt:" in log and "== done" in log and "\r" not in log
+    assert (f"budget {budget} s" if budget else "budget none") in log
     assert (run / "train.log").read_text() == log, "the run directory keeps the same log"
     assert len((out / "full" / "test_hypotheses.txt").read_text().splitlines()) == 6
