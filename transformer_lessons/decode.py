@@ -25,7 +25,6 @@ import torch.nn.functional as F
 from transformer_lessons.attention import MultiHeadAttention
 from transformer_lessons.beam import beam_search, length_penalty
 from transformer_lessons.checkpoint import load_checkpoint
-from transformer_lessons.kv_cache import greedy_decode_cached
 from transformer_lessons.masks import causal_mask, padding_mask
 from transformer_lessons.model import Transformer
 from transformer_lessons.notes import note
@@ -35,6 +34,29 @@ if TYPE_CHECKING:
 
 #: Paper §6.1: "We set the maximum output length during inference to input length + 50".
 EXTRA_OUTPUT_TOKENS = 50
+
+
+def _append_tokens(ys: torch.Tensor, next_token: torch.Tensor, finished: torch.Tensor, eos_id: int | None, filler: int | None) -> tuple[torch.Tensor, bool]:
+    """One decoding step's bookkeeping, shared by every decoder here: append ``next_token (B,)`` to ``ys (B, t)``.
+
+    A sentence that has already produced ``eos_id`` gets ``filler`` instead, and ``finished`` (bool ``(B,)``)
+    is updated in place. Returns the longer ``ys (B, t + 1)`` and whether every sentence has finished
+    (never, when ``eos_id`` is ``None``).
+    """
+    if eos_id is not None:
+        next_token = next_token.masked_fill(finished, filler)
+        finished |= next_token == eos_id
+    ys = torch.cat([ys, next_token[:, None]], dim=1)  # (B, t) -> (B, t + 1)
+    return ys, eos_id is not None and bool(finished.all())
+
+
+def _full_batch(tokens: torch.Tensor, rows: torch.Tensor | None, batch: int, filler: int | None) -> torch.Tensor:
+    """``tokens (A,)`` decoded for the sentences ``rows`` (``None``: all of them), as ``(B,)`` with ``filler`` elsewhere."""
+    if rows is None:
+        return tokens  # (B,)
+    full = torch.full((batch,), filler, dtype=torch.long, device=tokens.device)  # (B,)
+    full[rows] = tokens
+    return full
 
 
 @torch.no_grad()
@@ -71,7 +93,7 @@ def greedy_decode(
         LongTensor ``(B, 1 + L)`` with ``L <= max_new_tokens``, starting with ``bos_id``.
     """
     if use_cache:
-        return greedy_decode_cached(model, src, src_mask, max_new_tokens, bos_id, eos_id, pad_id)
+        return _greedy_decode_cached(model, src, src_mask, max_new_tokens, bos_id, eos_id, pad_id)
     memory = model.encode(src, src_mask)  # (B, S, D)
     batch = src.size(0)
     ys = torch.full((batch, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
@@ -83,17 +105,43 @@ def greedy_decode(
         mem, mask, inp = (memory, src_mask, ys) if rows is None else (memory[rows], None if src_mask is None else src_mask[rows], ys[rows])
         # Every row has the same length here, so the causal mask alone suffices.
         logits = model.decode(mem, mask, inp, causal_mask(ys.size(1), src.device))  # (A, t, V)
-        if rows is None:
-            next_token = logits[:, -1].argmax(dim=-1)  # (B,)
-        else:
-            next_token = torch.full((batch,), filler, dtype=torch.long, device=src.device)  # (B,)
-            next_token[rows] = logits[:, -1].argmax(dim=-1)
-        if eos_id is not None:
-            next_token = next_token.masked_fill(finished, filler)
-            finished |= next_token == eos_id
-        ys = torch.cat([ys, next_token[:, None]], dim=1)  # (B, t) -> (B, t + 1)
-        if eos_id is not None and bool(finished.all()):
+        next_token = _full_batch(logits[:, -1].argmax(dim=-1), rows, batch, filler)  # (B,)
+        ys, done = _append_tokens(ys, next_token, finished, eos_id, filler)
+        if done:
             break
+    return ys
+
+
+def _greedy_decode_cached(
+    model: Transformer,
+    src: torch.Tensor,
+    src_mask: torch.Tensor | None,
+    max_new_tokens: int,
+    bos_id: int,
+    eos_id: int | None,
+    pad_id: int | None,
+) -> torch.Tensor:
+    """:func:`greedy_decode` with a :class:`~transformer_lessons.kv_cache.KVCache`: the same tokens, each step one position.
+
+    Finished sentences leave the cache (``KVCache.reorder``), as they leave the
+    decoder's batch in the recomputing version.
+    """
+    batch, device = src.size(0), src.device
+    cache = model.init_cache(model.encode(src, src_mask))  # cross K/V once per sentence
+    ys = torch.full((batch, 1), bos_id, dtype=torch.long, device=device)  # (B, 1)
+    finished = torch.zeros(batch, dtype=torch.bool, device=device)
+    rows = torch.arange(batch, device=device)  # (A,): which sentence each cache row holds
+    mask, filler = src_mask, pad_id if pad_id is not None else eos_id
+    for _ in range(max_new_tokens):
+        logits = model.decode_step(cache, mask, ys[rows, -1:])  # (A, 1) -> (A, V)
+        next_token = _full_batch(logits.argmax(dim=-1), rows if rows.numel() < batch else None, batch, filler)  # (B,)
+        ys, done = _append_tokens(ys, next_token, finished, eos_id, filler)
+        if done:
+            break
+        going = (~finished[rows]).nonzero().squeeze(1)  # (A',): cache rows still decoding
+        if going.numel() < rows.numel():
+            cache.reorder(going)
+            rows, mask = rows[going], None if mask is None else mask[going]
     return ys
 
 
@@ -211,11 +259,8 @@ def sample_decode(
         # Every row draws at every step, finished or not, so the random stream is the same whichever rows ended.
         logits = model.decode(memory, src_mask, ys, causal_mask(ys.size(1), src.device))[:, -1]  # (B, V)
         next_token = _draw(temperature_probs(logits, temperature, top_k), generator)  # (B,)
-        if eos_id is not None:
-            next_token = next_token.masked_fill(finished, filler)
-            finished |= next_token == eos_id
-        ys = torch.cat([ys, next_token[:, None]], dim=1)  # (B, t) -> (B, t + 1)
-        if eos_id is not None and bool(finished.all()):
+        ys, done = _append_tokens(ys, next_token, finished, eos_id, filler)
+        if done:
             break
     return ys
 

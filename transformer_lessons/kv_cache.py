@@ -20,20 +20,17 @@ rounding (tests check the logits to 1e-5 and the decoded tokens exactly).
 
 :meth:`~transformer_lessons.model.Transformer.init_cache` builds a cache from the
 encoder's output and :meth:`~transformer_lessons.model.Transformer.decode_step`
-runs one step; :func:`greedy_decode_cached` is greedy decoding written with them
-(``greedy_decode(..., use_cache=True)``); beam search uses :meth:`KVCache.reorder`
-to follow the beams it keeps.
+runs one step. The decoders use them, and this module knows nothing of the model:
+``greedy_decode(..., use_cache=True)`` (:mod:`transformer_lessons.decode`) is greedy
+decoding written with them, and beam search uses :meth:`KVCache.reorder` to follow
+the beams it keeps.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
-
-if TYPE_CHECKING:
-    from transformer_lessons.model import Transformer
 
 
 @dataclass
@@ -87,47 +84,3 @@ def step_mask(T: int, t: int, device: torch.device | None = None) -> torch.Tenso
     if T == 1:
         return None
     return torch.ones(T, t + T, dtype=torch.bool, device=device).tril(diagonal=t)  # (T, t + T)
-
-
-@torch.no_grad()
-def greedy_decode_cached(
-    model: "Transformer",
-    src: torch.Tensor,
-    src_mask: torch.Tensor | None,
-    max_new_tokens: int,
-    bos_id: int,
-    eos_id: int | None = None,
-    pad_id: int | None = None,
-) -> torch.Tensor:
-    """:func:`~transformer_lessons.decode.greedy_decode` with a :class:`KVCache`: the same tokens, each step one position.
-
-    Finished sentences leave the cache (:meth:`KVCache.reorder`), as they leave
-    the decoder's batch in the recomputing version.
-
-    Returns:
-        LongTensor ``(B, 1 + L)`` with ``L <= max_new_tokens``, starting with ``bos_id``.
-    """
-    batch, device = src.size(0), src.device
-    cache = model.init_cache(model.encode(src, src_mask))  # cross K/V once per sentence
-    ys = torch.full((batch, 1), bos_id, dtype=torch.long, device=device)  # (B, 1)
-    finished = torch.zeros(batch, dtype=torch.bool, device=device)
-    rows = torch.arange(batch, device=device)  # (A,): which sentence each cache row holds
-    mask, filler = src_mask, pad_id if pad_id is not None else eos_id
-    for _ in range(max_new_tokens):
-        logits = model.decode_step(cache, mask, ys[rows, -1:])  # (A, 1) -> (A, V)
-        if eos_id is None:
-            next_token = logits.argmax(dim=-1)  # (B,): no sentence ever finishes
-        else:
-            next_token = torch.full((batch,), filler, dtype=torch.long, device=device)  # (B,)
-            next_token[rows] = logits.argmax(dim=-1)
-            finished |= next_token == eos_id
-        ys = torch.cat([ys, next_token[:, None]], dim=1)  # (B, t) -> (B, t + 1)
-        if eos_id is None:
-            continue
-        if bool(finished.all()):
-            break
-        going = (~finished[rows]).nonzero().squeeze(1)  # (A',): cache rows still decoding
-        if going.numel() < rows.numel():
-            cache.reorder(going)
-            rows, mask = rows[going], None if mask is None else mask[going]
-    return ys
