@@ -196,8 +196,8 @@ def notebooks(bin_python: Path, env: dict) -> int:
 
 
 def _static_copy(output: dict) -> bool:
-    """An output holding only a PNG marked as a widget's static copy (the package's ``viz._widgets._static_copy``)."""
-    from transformer_lessons.viz._widgets import STATIC_COPY_NOTE
+    """An output holding only a PNG marked as a widget's static copy (the package's ``viz.widgets._static_copy``)."""
+    from transformer_lessons.viz.widgets import STATIC_COPY_NOTE
 
     data = output.get("data", {})
     return set(data) == {"image/png"} and STATIC_COPY_NOTE.encode() in base64.b64decode("".join(data["image/png"]))

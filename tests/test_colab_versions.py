@@ -20,7 +20,7 @@ import pytest
 from packaging.specifiers import SpecifierSet
 
 from transformer_lessons.authoring.colab import MISSING_ON_COLAB
-from transformer_lessons.viz._widgets import _static_copy
+from transformer_lessons.viz.widgets import static_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 COLAB = ROOT / "requirements" / "colab.txt"
@@ -125,15 +125,15 @@ def _notebook(source: str, outputs: list[dict]):
 
 
 @pytest.mark.parametrize("outputs, problem", [
-    ([WIDGET, _copy(_static_copy(PNG))], None),
+    ([WIDGET, _copy(static_copy(PNG))], None),
     ([WIDGET], "no live widget followed by its static copy"),
-    ([{"output_type": "stream", "name": "stdout", "text": "attention explorer\n"}, _copy(_static_copy(PNG))],
+    ([{"output_type": "stream", "name": "stdout", "text": "attention explorer\n"}, _copy(static_copy(PNG))],
      "no live widget"),  # ipywidgets 7 with a widget that broke: a text dump instead of the widget
     ([WIDGET, _copy(PNG)], "no live widget followed by its static copy"),  # a picture, but not the marked copy
     ([{"output_type": "error", "ename": "AttributeError", "evalue": "'super' object has no attribute", "traceback": []},
-      WIDGET, _copy(_static_copy(PNG))], "AttributeError"),
+      WIDGET, _copy(static_copy(PNG))], "AttributeError"),
     ([{"output_type": "stream", "name": "stderr", "text": "Traceback (most recent call last):\n  ...\nValueError: x\n"},
-      WIDGET, _copy(_static_copy(PNG))], "a traceback printed"),
+      WIDGET, _copy(static_copy(PNG))], "a traceback printed"),
 ])
 def test_the_colab_test_fails_an_explorer_without_its_widget_and_picture(outputs, problem):
     found = _script("colab_test").problems(_notebook("viz.attention_explorer(attention, tokens)", outputs))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from transformer_lessons.viz._widgets import STATIC_COPY_NOTE
+from transformer_lessons.viz.widgets import STATIC_COPY_NOTE
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 # Notebooks whose lesson includes an interactive attention explorer (issue: foundation, §4).
@@ -158,7 +158,7 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
 def _is_static_copy(output: dict) -> bool:
-    """An output holding only a PNG marked as a widget's static copy (``viz._widgets._static_copy``)."""
+    """An output holding only a PNG marked as a widget's static copy (``viz.widgets.static_copy``)."""
     data = output.get("data", {})
     if set(data) != {"image/png"}:
         return False
@@ -169,7 +169,7 @@ def _is_static_copy(output: dict) -> bool:
 def test_saved_widgets_carry_a_picture_for_viewers_without_widgets(notebook):
     # GitHub, nbviewer and HTML exports cannot run ipywidgets, and an HTML export shows a widget's own output as an
     # empty box when the notebook saved the widget state: each explorer leaves a static copy of its picture, an
-    # output of its own right after the widget (transformer_lessons/viz/_widgets.py says why).
+    # output of its own right after the widget (transformer_lessons/viz/widgets.py says why).
     path, nb = notebook
     explorers = [c for c in nb["cells"] if re.search(r"\b(attention_explorer|positional_encoding_explorer|generation_stepper|translator)\(", _source(c))]
     for c in explorers:  # (tqdm's progress bars are widgets too, and need no picture)

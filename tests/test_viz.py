@@ -270,7 +270,7 @@ def test_translator_answers_awkward_input_in_the_widget(random_translator_parts)
 def _displayed(widget, monkeypatch) -> list[dict]:
     """The outputs ``widget`` leaves when a notebook displays it (what IPython's ``display`` receives)."""
     shown = []
-    monkeypatch.setattr(viz._widgets, "display", lambda bundle, raw=False: shown.append(bundle))
+    monkeypatch.setattr(viz.widgets, "display", lambda bundle, raw=False: shown.append(bundle))
     widget._ipython_display_()
     return shown
 
@@ -296,7 +296,7 @@ def _static_copy_shown_and_hidden(widget, live_png: bytes, monkeypatch) -> dict:
     assert sorted(own) == ["application/vnd.jupyter.widget-view+json", "text/plain"]  # the live widget, a stable text
     assert sorted(copy) == ["image/png"]  # nbval compares no image: the copy changes no saved comparison
     live = base64.b64encode(live_png).decode("ascii")
-    assert copy["image/png"] != live and viz._widgets.STATIC_COPY_NOTE.encode() in base64.b64decode(copy["image/png"])
+    assert copy["image/png"] != live and viz.widgets.STATIC_COPY_NOTE.encode() in base64.b64decode(copy["image/png"])
     np.testing.assert_array_equal(_pixels(copy["image/png"]), _pixels(live))  # the same picture
     # The widget carries the rule that hides the copy where it is drawn live; the rule spares the live picture.
     style = widget._static_copies.value

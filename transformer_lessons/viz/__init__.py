@@ -15,7 +15,8 @@ One file per thing you look at; every name below is also ``viz.<name>``:
 * ``stepper.py``: ``generation_stepper`` (where each generated word looked);
 * ``translator.py``: ``translator`` (type German, read English, step through it);
 * ``kv_cache.py``: ``plot_kv_cache`` (what a key/value cache holds), ``plot_decode_times``;
-* ``_widgets.py`` and ``_common.py``: what the widgets and the plots share.
+* ``widgets.py`` and ``common.py``: what the widgets and the plots share, public so that each picture
+  (and a new one) imports them by name.
 
 Plot functions (``plot_*``) draw with pyplot and return the Axes or Figure, so
 a notebook shows them inline. Widgets (``attention_explorer``,
@@ -28,7 +29,7 @@ controls over an ``Output`` showing a PNG of the current figure, and expose:
 
 Displayed in a notebook, a widget also leaves a static copy of its picture, an
 output of its own that HTML exports, GitHub and nbviewer show and that is hidden
-wherever the widget runs live. ``_widgets.py`` says why a widget shows its figure
+wherever the widget runs live. ``widgets.py`` says why a widget shows its figure
 the way it does (so that nbval and ``nbconvert --execute`` agree on a notebook's
 outputs, and an export is never an empty box).
 """
@@ -37,7 +38,7 @@ from __future__ import annotations
 
 # Besides the functions of __all__, the widget classes (for isinstance and type hints) and the
 # colour and size constants stay importable as viz.<name>, as they were from the single viz.py.
-from transformer_lessons.viz._widgets import HIGHLIGHT_COLOR, MEAN_OF_HEADS, WIDGET_DPI
+from transformer_lessons.viz.widgets import HIGHLIGHT_COLOR, MEAN_OF_HEADS, WIDGET_DPI
 from transformer_lessons.viz.explorer import KIND_LABELS, AttentionExplorer, attention_explorer
 from transformer_lessons.viz.kv_cache import plot_decode_times, plot_kv_cache
 from transformer_lessons.viz.heatmaps import ALLOWED_COLOR, ATTENTION_CMAP, BLOCKED_COLOR, plot_attention, plot_heads, plot_mask

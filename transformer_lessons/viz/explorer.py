@@ -14,16 +14,16 @@ import ipywidgets as widgets
 import numpy as np
 from matplotlib.figure import Figure
 
-from transformer_lessons.viz._common import _heatmap_size, _is_one_sentence, _to_numpy
-from transformer_lessons.viz._widgets import (
+from transformer_lessons.viz.common import heatmap_size, is_one_sentence, to_numpy
+from transformer_lessons.viz.widgets import (
     MEAN_OF_HEADS,
-    _FigureWidget,
-    _head_label,
-    _head_options,
-    _select_head,
-    _widget_figure,
+    FigureWidget,
+    head_label,
+    head_options,
+    select_head,
+    widget_figure,
 )
-from transformer_lessons.viz.heatmaps import _draw_attention
+from transformer_lessons.viz.heatmaps import draw_attention
 
 KIND_LABELS = {
     "encoder": "encoder self-attention",
@@ -36,7 +36,7 @@ def _token_batch(tokens, batch: int, name: str) -> list[list[str]] | None:
     """A list (over the batch) of token lists; a single list is one sentence."""
     if tokens is None:
         return None
-    if _is_one_sentence(tokens):
+    if is_one_sentence(tokens):
         if batch != 1:
             raise ValueError(f"{name} is one sentence but the attention holds a batch of {batch}: pass a list of {batch} token lists")
         return [[str(t) for t in tokens]]
@@ -61,7 +61,7 @@ def _attention_layers(attention) -> dict[str, list[np.ndarray]]:
             raise ValueError(f"attention[{kind!r}] has no layers")
         arrays = []
         for w in per_layer:
-            a = _to_numpy(w).astype(float)
+            a = to_numpy(w).astype(float)
             while a.ndim < 4:
                 a = a[None]  # (H, T, S) -> (1, H, T, S); (T, S) -> (1, 1, T, S)
             if a.ndim != 4:
@@ -74,7 +74,7 @@ def _attention_layers(attention) -> dict[str, list[np.ndarray]]:
     return layers
 
 
-class AttentionExplorer(_FigureWidget):
+class AttentionExplorer(FigureWidget):
     """Widget returned by :func:`attention_explorer`."""
 
     _kind_name = "attention explorer"
@@ -113,7 +113,7 @@ class AttentionExplorer(_FigureWidget):
             controls["layer"] = widgets.IntSlider(value=layer, min=0, max=n_layers - 1,
                                                   description="layer", style=style, continuous_update=False)
         if max_heads > 1:
-            controls["head"] = widgets.Dropdown(options=_head_options(n_heads0), value=head,
+            controls["head"] = widgets.Dropdown(options=head_options(n_heads0), value=head,
                                                 description="head", style=style)
         if batch > 1:
             controls["sentence"] = widgets.IntSlider(value=0, min=0, max=batch - 1, description="sentence",
@@ -149,7 +149,7 @@ class AttentionExplorer(_FigureWidget):
                 dropdown = self.controls["head"]
                 if len(dropdown.options) != n_heads + 1:
                     keep = dropdown.value if dropdown.value == MEAN_OF_HEADS or dropdown.value < n_heads else MEAN_OF_HEADS
-                    dropdown.options = _head_options(n_heads)
+                    dropdown.options = head_options(n_heads)
                     dropdown.value = keep
                 self._state["head"] = dropdown.value
             elif n_heads == 1:
@@ -168,7 +168,7 @@ class AttentionExplorer(_FigureWidget):
                 f"{len(rows)} query tokens x {len(cols)} key tokens do not fit {s['kind']} weights of shape "
                 f"{T} x {S} (sentence {s['sentence']}): are src_tokens and tgt_tokens swapped?"
             )
-        return _select_head(weights, s["head"])[: len(rows), : len(cols)]  # drop padding rows/columns
+        return select_head(weights, s["head"])[: len(rows), : len(cols)]  # drop padding rows/columns
 
     def current_tokens(self) -> tuple[list[str], list[str]]:
         """(query tokens down the rows, key tokens along the columns) on screen."""
@@ -176,7 +176,7 @@ class AttentionExplorer(_FigureWidget):
 
     def describe(self) -> str:
         s = self._state
-        parts = [KIND_LABELS.get(s["kind"], s["kind"]), f"layer {s['layer']}", _head_label(s["head"])]
+        parts = [KIND_LABELS.get(s["kind"], s["kind"]), f"layer {s['layer']}", head_label(s["head"])]
         if len(self._src) > 1:
             parts.append(f"sentence {s['sentence']}")
         return (f"{self._title}: " if self._title else "") + ", ".join(parts)
@@ -195,9 +195,9 @@ class AttentionExplorer(_FigureWidget):
                 xlabel = "the tokens it reads (keys)"
         if kind not in KIND_LABELS and self._tgt is self._src:
             xlabel, ylabel = "keys", "queries"
-        fig = _widget_figure(*_heatmap_size(*matrix.shape))
+        fig = widget_figure(*heatmap_size(*matrix.shape))
         ax = fig.add_subplot()
-        _draw_attention(ax, matrix, cols, rows, xlabel=xlabel, ylabel=ylabel)
+        draw_attention(ax, matrix, cols, rows, xlabel=xlabel, ylabel=ylabel)
         ax.set_title(self.describe(), fontsize=11)
         return fig
 

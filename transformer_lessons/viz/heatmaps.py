@@ -4,7 +4,7 @@
 by side, ``plot_mask`` a bool mask as a grid of yes/no cells. Attention weights
 are probabilities, so every heatmap uses the same fixed 0..1 colour scale and two
 plots can be compared by eye. The widgets (``explorer.py``, ``stepper.py``) draw
-their heatmaps with the same ``_draw_attention``.
+their heatmaps with the same ``draw_attention``.
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from transformer_lessons.viz._common import _check_labels, _heatmap_size, _label_axes, _squeeze_leading, _to_numpy
+from transformer_lessons.viz.common import check_labels, heatmap_size, label_axes, squeeze_leading, to_numpy
 
 ATTENTION_CMAP = "viridis"  # perceptually uniform: equal steps in weight look like equal steps in colour
 ALLOWED_COLOR = "#2a7f62"  # mask cells that may attend (dark, so the pattern reads in grey-scale too)
 BLOCKED_COLOR = "#e4e4e4"
 
 
-def _draw_attention(
+def draw_attention(
     ax: Axes,
     matrix: np.ndarray,
     x_labels,
@@ -51,7 +51,7 @@ def _draw_attention(
         xticklabels="auto" if x_labels is None else x_labels,
         yticklabels="auto" if y_labels is None else y_labels,
     )
-    _label_axes(ax, x_labels, y_labels)
+    label_axes(ax, x_labels, y_labels)
     if xlabel:
         ax.set_xlabel(xlabel)
     if ylabel:
@@ -86,13 +86,13 @@ def plot_attention(
     Returns:
         The Axes. The colour scale is fixed to 0..1 so plots compare.
     """
-    matrix = _squeeze_leading(_to_numpy(weights).astype(float), 2, "weights")
+    matrix = squeeze_leading(to_numpy(weights).astype(float), 2, "weights")
     T, S = matrix.shape
-    x_labels = _check_labels(x_labels, S, "x_labels (keys)")
-    y_labels = _check_labels(y_labels, T, "y_labels (queries)")
+    x_labels = check_labels(x_labels, S, "x_labels (keys)")
+    y_labels = check_labels(y_labels, T, "y_labels (queries)")
     if ax is None:
-        _, ax = plt.subplots(figsize=_heatmap_size(T, S), layout="constrained")
-    _draw_attention(ax, matrix, x_labels, y_labels, annot=annot, xlabel=xlabel, ylabel=ylabel)
+        _, ax = plt.subplots(figsize=heatmap_size(T, S), layout="constrained")
+    draw_attention(ax, matrix, x_labels, y_labels, annot=annot, xlabel=xlabel, ylabel=ylabel)
     if title:
         ax.set_title(title)
     return ax
@@ -112,10 +112,10 @@ def plot_heads(weights, x_labels=None, y_labels=None, title: str | None = None, 
     Returns:
         The Figure; its first ``H`` axes are the heads, in order.
     """
-    heads = _squeeze_leading(_to_numpy(weights).astype(float), 3, "weights")
+    heads = squeeze_leading(to_numpy(weights).astype(float), 3, "weights")
     H, T, S = heads.shape
-    x_labels = _check_labels(x_labels, S, "x_labels (keys)")
-    y_labels = _check_labels(y_labels, T, "y_labels (queries)")
+    x_labels = check_labels(x_labels, S, "x_labels (keys)")
+    y_labels = check_labels(y_labels, T, "y_labels (queries)")
     ncols = min(H, 4)
     nrows = math.ceil(H / ncols)
     cell = 0.42 if max(T, S) <= 20 else max(0.15, 6.0 / max(T, S))
@@ -128,7 +128,7 @@ def plot_heads(weights, x_labels=None, y_labels=None, title: str | None = None, 
             ax.set_visible(False)
             continue
         row, col = divmod(h, ncols)
-        _draw_attention(
+        draw_attention(
             ax, heads[h], x_labels, y_labels, cbar=False,
             xlabel=xlabel if row == nrows - 1 else None, ylabel=ylabel if col == 0 else None,
         )
@@ -155,15 +155,15 @@ def plot_mask(mask, x_labels=None, y_labels=None, ax: Axes | None = None, title:
     Returns:
         The Axes, with a legend naming the two colours.
     """
-    m = _to_numpy(mask)
+    m = to_numpy(mask)
     if m.ndim == 1:
         m = m[None, :]  # a key mask (S,) is one row
-    m = _squeeze_leading(m, 2, "mask").astype(bool)
+    m = squeeze_leading(m, 2, "mask").astype(bool)
     T, S = m.shape
-    x_labels = _check_labels(x_labels, S, "x_labels (keys)")
-    y_labels = _check_labels(y_labels, T, "y_labels (queries)")
+    x_labels = check_labels(x_labels, S, "x_labels (keys)")
+    y_labels = check_labels(y_labels, T, "y_labels (queries)")
     if ax is None:
-        width, height = _heatmap_size(T, S)
+        width, height = heatmap_size(T, S)
         _, ax = plt.subplots(figsize=(width + 1.2, height), layout="constrained")  # + room for the legend
     sns.heatmap(
         m.astype(int),
@@ -178,7 +178,7 @@ def plot_mask(mask, x_labels=None, y_labels=None, ax: Axes | None = None, title:
         xticklabels="auto" if x_labels is None else x_labels,
         yticklabels="auto" if y_labels is None else y_labels,
     )
-    _label_axes(ax, x_labels, y_labels)
+    label_axes(ax, x_labels, y_labels)
     ax.set_xlabel("keys")
     ax.set_ylabel("queries")
     ax.legend(

@@ -19,8 +19,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from transformer_lessons.layers import sinusoidal_positional_encoding
-from transformer_lessons.viz._common import _squeeze_leading, _to_numpy
-from transformer_lessons.viz._widgets import HIGHLIGHT_COLOR, _FigureWidget, _widget_figure
+from transformer_lessons.viz.common import squeeze_leading, to_numpy
+from transformer_lessons.viz.widgets import HIGHLIGHT_COLOR, FigureWidget, widget_figure
 
 PE_CMAP = "RdBu_r"  # diverging: sin/cos values are signed, 0 is white
 
@@ -37,7 +37,7 @@ def plot_positional_encoding(pe, ax: Axes | None = None, *, title: str | None = 
     Returns:
         The Axes. Colours are centred on 0 (red positive, blue negative).
     """
-    table = _squeeze_leading(_to_numpy(pe).astype(float), 2, "pe")
+    table = squeeze_leading(to_numpy(pe).astype(float), 2, "pe")
     L, D = table.shape
     if ax is None:
         _, ax = plt.subplots(figsize=(min(12.0, 3.0 + D * 0.09), min(8.0, 2.5 + L * 0.05)), layout="constrained")
@@ -49,7 +49,7 @@ def plot_positional_encoding(pe, ax: Axes | None = None, *, title: str | None = 
     return ax
 
 
-class PositionalEncodingExplorer(_FigureWidget):
+class PositionalEncodingExplorer(FigureWidget):
     """Widget returned by :func:`positional_encoding_explorer`."""
 
     _kind_name = "positional encoding explorer"
@@ -96,7 +96,7 @@ class PositionalEncodingExplorer(_FigureWidget):
     def _draw(self) -> Figure:
         L, D = self.table.shape
         p, i = self.position, self.dimension
-        fig = _widget_figure(12.0, 5.0)
+        fig = widget_figure(12.0, 5.0)
         grid = fig.add_gridspec(2, 2, width_ratios=[1.0, 1.25])
         ax_table = fig.add_subplot(grid[:, 0])
         image = ax_table.imshow(self.table, aspect="auto", cmap=PE_CMAP, vmin=-1, vmax=1, interpolation="nearest")

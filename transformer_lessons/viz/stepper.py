@@ -16,17 +16,17 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from transformer_lessons.viz._common import _is_one_sentence, _to_numpy
-from transformer_lessons.viz._widgets import (
+from transformer_lessons.viz.common import is_one_sentence, to_numpy
+from transformer_lessons.viz.widgets import (
     HIGHLIGHT_COLOR,
     MEAN_OF_HEADS,
-    _FigureWidget,
-    _head_label,
-    _head_options,
-    _select_head,
-    _widget_figure,
+    FigureWidget,
+    head_label,
+    head_options,
+    select_head,
+    widget_figure,
 )
-from transformer_lessons.viz.heatmaps import _draw_attention
+from transformer_lessons.viz.heatmaps import draw_attention
 
 
 def _cross_layers(cross_attention) -> list[np.ndarray]:
@@ -36,7 +36,7 @@ def _cross_layers(cross_attention) -> list[np.ndarray]:
     per_layer = cross_attention if isinstance(cross_attention, (list, tuple)) else [cross_attention]
     layers = []
     for w in per_layer:
-        a = _to_numpy(w).astype(float)
+        a = to_numpy(w).astype(float)
         if a.ndim == 4:
             if a.shape[0] != 1:
                 raise ValueError(f"generation_stepper shows one sentence; got a batch of {a.shape[0]} (index it, e.g. weights[i:i+1])")
@@ -49,15 +49,15 @@ def _cross_layers(cross_attention) -> list[np.ndarray]:
     return layers
 
 
-class GenerationStepper(_FigureWidget):
+class GenerationStepper(FigureWidget):
     """Widget returned by :func:`generation_stepper`."""
 
     _kind_name = "generation stepper"
 
     def __init__(self, src_tokens, tgt_tokens, cross_attention, title: str | None = None):
         self._layers = _cross_layers(cross_attention)
-        src = src_tokens[0] if src_tokens and not _is_one_sentence(src_tokens) else src_tokens
-        tgt = tgt_tokens[0] if tgt_tokens and not _is_one_sentence(tgt_tokens) else tgt_tokens
+        src = src_tokens[0] if src_tokens and not is_one_sentence(src_tokens) else src_tokens
+        tgt = tgt_tokens[0] if tgt_tokens and not is_one_sentence(tgt_tokens) else tgt_tokens
         self.src_tokens = [str(t) for t in src]
         self.tgt_tokens = [str(t) for t in tgt]
         _, T, S = self._layers[0].shape
@@ -78,7 +78,7 @@ class GenerationStepper(_FigureWidget):
                                                   description="layer", style=style)
         n_heads = self._layers[0].shape[0]
         if n_heads > 1:
-            controls["head"] = widgets.Dropdown(options=_head_options(n_heads), value=MEAN_OF_HEADS, description="head", style=style)
+            controls["head"] = widgets.Dropdown(options=head_options(n_heads), value=MEAN_OF_HEADS, description="head", style=style)
         self.html = widgets.HTML()
         super().__init__(controls, extra=[self.html])
         self._update()
@@ -97,7 +97,7 @@ class GenerationStepper(_FigureWidget):
 
     def current_matrix(self) -> np.ndarray:
         """The ``(T, S)`` cross-attention of the selected layer and head, trimmed to the real tokens."""
-        return _select_head(self._layers[self.layer], self.head)[: len(self.tgt_tokens), : len(self.src_tokens)]
+        return select_head(self._layers[self.layer], self.head)[: len(self.tgt_tokens), : len(self.src_tokens)]
 
     def current_weights(self) -> np.ndarray:
         """The ``(S,)`` weights over the source words at the current step."""
@@ -109,7 +109,7 @@ class GenerationStepper(_FigureWidget):
 
     def describe(self) -> str:
         word = self.tgt_tokens[self.step]
-        text = f"step {self.step}: generating {word!r}, layer {self.layer}, {_head_label(self.head)}"
+        text = f"step {self.step}: generating {word!r}, layer {self.layer}, {head_label(self.head)}"
         return (f"{self._title}: " if self._title else "") + text
 
     def _before_draw(self) -> None:
@@ -125,7 +125,7 @@ class GenerationStepper(_FigureWidget):
         T, S = matrix.shape
         t = self.step
         width = min(14.0, max(5.5, 0.5 * S + 2.5))
-        fig = _widget_figure(width, 2.4 + min(7.0, 0.38 * T + 0.8))
+        fig = widget_figure(width, 2.4 + min(7.0, 0.38 * T + 0.8))
         grid = fig.add_gridspec(2, 1, height_ratios=[2.0, max(1.5, 0.38 * T)])
         ax_bar = fig.add_subplot(grid[0])
         ax_heat = fig.add_subplot(grid[1], sharex=ax_bar)
@@ -136,7 +136,7 @@ class GenerationStepper(_FigureWidget):
         ax_bar.set_title(self.describe(), fontsize=11)
         ax_bar.tick_params(labelbottom=False)
         ax_bar.grid(alpha=0.3, axis="y")
-        _draw_attention(ax_heat, matrix, self.src_tokens, self.tgt_tokens, cbar=False,
+        draw_attention(ax_heat, matrix, self.src_tokens, self.tgt_tokens, cbar=False,
                         xlabel="source words (keys)", ylabel="step: the word it writes")
         ax_heat.set_aspect("auto")
         ax_heat.add_patch(Rectangle((0, t), S, 1, fill=False, edgecolor=HIGHLIGHT_COLOR, linewidth=2.5))

@@ -15,7 +15,7 @@ import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from transformer_lessons.viz._common import _check_labels, _heatmap_size, _squeeze_leading, _to_numpy
+from transformer_lessons.viz.common import check_labels, heatmap_size, squeeze_leading, to_numpy
 
 
 def _history_records(history) -> list[dict]:
@@ -77,7 +77,7 @@ def _rate_curve(rate, steps) -> tuple[np.ndarray, np.ndarray]:
             raise ValueError("with a rate function, pass steps: the last step (an int) or the steps to evaluate")
         step_values = np.arange(1, int(steps) + 1) if np.isscalar(steps) else np.asarray(list(steps))
         return step_values, np.array([float(rate(int(s))) for s in step_values])
-    values = _to_numpy(rate).astype(float).ravel()
+    values = to_numpy(rate).astype(float).ravel()
     step_values = np.arange(1, len(values) + 1) if steps is None else np.asarray(list(steps))
     if len(step_values) != len(values):
         raise ValueError(f"{len(values)} rates but {len(step_values)} steps")
@@ -142,15 +142,15 @@ def plot_label_smoothing(distribution, labels=None, title: str | None = None, *,
         The Figure. The most likely token of each row (the true label) is drawn
         in a stronger colour; with up to 15 tokens every bar carries its value.
     """
-    dist = _to_numpy(distribution).astype(float)
+    dist = to_numpy(distribution).astype(float)
     if dist.ndim == 1:
         dist = dist[None, :]
-    dist = _squeeze_leading(dist, 2, "distribution")
+    dist = squeeze_leading(dist, 2, "distribution")
     T, V = dist.shape
-    labels = _check_labels(labels, V, "labels") or [str(i) for i in range(V)]
-    row_labels = _check_labels(row_labels, T, "row_labels") or [f"position {t}" for t in range(T)]
+    labels = check_labels(labels, V, "labels") or [str(i) for i in range(V)]
+    row_labels = check_labels(row_labels, T, "row_labels") or [f"position {t}" for t in range(T)]
     if T > 8:
-        fig, ax = plt.subplots(figsize=_heatmap_size(T, V), layout="constrained")
+        fig, ax = plt.subplots(figsize=heatmap_size(T, V), layout="constrained")
         sns.heatmap(dist, ax=ax, cmap="Blues", vmin=0, vmax=1, xticklabels=labels, yticklabels=row_labels,
                     cbar_kws={"label": "target probability"})
         ax.set_xlabel("vocabulary")

@@ -13,13 +13,13 @@ import ipywidgets as widgets
 
 from transformer_lessons.decode import translate as _translate
 from transformer_lessons.notes import collect_notes
-from transformer_lessons.viz._widgets import _LiveWithStaticCopy, _StaticCopies
+from transformer_lessons.viz.widgets import LiveWithStaticCopy, StaticCopies
 from transformer_lessons.viz.stepper import GenerationStepper
 
 MAX_WIDGET_BEAM = 8  # the translator's beam slider: beyond ~8 beams Multi30k gains nothing and a CPU waits
 
 
-class Translator(_LiveWithStaticCopy, widgets.VBox):
+class Translator(LiveWithStaticCopy, widgets.VBox):
     """Widget returned by :func:`translator`."""
 
     def __init__(self, model, src_vocab, tgt_vocab, sentence: str = "", beam_size: int = 4,
@@ -47,7 +47,7 @@ class Translator(_LiveWithStaticCopy, widgets.VBox):
         self.stepper: GenerationStepper | None = None
         self.translation = ""
         self.details: dict | None = None
-        self._static_copies = _StaticCopies()
+        self._static_copies = StaticCopies()
         self.children = [self.controls["text"], widgets.HBox([self.controls["decoding"], self.controls["beam"]]),
                          self.button, self.result, self.view, self._static_copies]
         for control in self.controls.values():
@@ -119,7 +119,7 @@ class Translator(_LiveWithStaticCopy, widgets.VBox):
         return head + f"{sentence!r} -> {self.translation!r}"
 
     def _static_png(self) -> bytes:
-        """The word-by-word picture, for the static copy (``viz/_widgets.py``); none before a translation."""
+        """The word-by-word picture, for the static copy (``viz/widgets.py``); none before a translation."""
         return self.stepper._png if self.stepper is not None else b""
 
 

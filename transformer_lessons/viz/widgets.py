@@ -1,7 +1,7 @@
 """What the widgets share: a figure shown as a PNG under the controls, its static copy, and the head choice.
 
 A widget (``attention_explorer``, ``positional_encoding_explorer``,
-``generation_stepper``) is a ``_FigureWidget``: a ``VBox`` of controls over an
+``generation_stepper``) is a ``FigureWidget``: a ``VBox`` of controls over an
 ``Output`` showing a PNG of the current figure; a change of any control redraws.
 
 Why the widgets set ``Output.outputs`` instead of ``with out: display(fig)``:
@@ -17,7 +17,7 @@ still be there. Inside the widget's own output it cannot be: an HTML export
 (``jupyter nbconvert --to html``) prefers the widget view to every other entry
 of that output whenever the notebook saved the widget's state (``nbconvert
 --execute`` does), and that view is an empty box until a script from a CDN
-draws it, which offline never happens. So :meth:`_StaticCopies.show` displays
+draws it, which offline never happens. So :meth:`StaticCopies.show` displays
 the PNG once more as an output of its own, marked (a PNG text chunk) so that its
 bytes differ from the live picture's, and puts a CSS rule inside the widget that
 hides exactly that image (``img[src$="<the end of its data: URL>"]``). The rule
@@ -35,7 +35,7 @@ where that method does not exist: 7.x displays a widget in
 ``Widget._ipython_display_``, which builds the same bundle, displays it and then
 calls ``_handle_displayed`` (the ``on_displayed`` callbacks). A widget that
 called ``super()._repr_mimebundle_()`` failed on Colab with ``AttributeError``.
-:class:`_LiveWithStaticCopy` makes the bundle on both (ipywidgets' own method
+:class:`LiveWithStaticCopy` makes the bundle on both (ipywidgets' own method
 where there is one) and does what 7.x does after displaying it.
 """
 
@@ -70,13 +70,13 @@ def _png_bytes(fig: Figure) -> bytes:
     return buffer.getvalue()
 
 
-def _widget_figure(width: float, height: float) -> Figure:
+def widget_figure(width: float, height: float) -> Figure:
     # A Figure outside pyplot: the inline backend does not show it a second time
     # at the end of the cell, and it is freed with the widget (no plt.close needed).
     return Figure(figsize=(width, height), layout="constrained")
 
 
-def _static_copy(png: bytes) -> bytes:
+def static_copy(png: bytes) -> bytes:
     """``png`` with a text chunk saying it is a static copy, placed before ``IEND``.
 
     The picture is the same; the bytes, and so the end of its base64 ``data:``
@@ -89,7 +89,7 @@ def _static_copy(png: bytes) -> bytes:
     return png[: -len(_PNG_END)] + chunk + _PNG_END
 
 
-class _StaticCopies(widgets.HTML):
+class StaticCopies(widgets.HTML):
     """An invisible child of a widget: the CSS that hides the widget's static copies while it is drawn live."""
 
     def __init__(self):
@@ -100,7 +100,7 @@ class _StaticCopies(widgets.HTML):
         """Display a static copy of ``png`` as an output of its own, hidden wherever this widget is live."""
         if not png:
             return
-        data = base64.b64encode(_static_copy(png)).decode("ascii")
+        data = base64.b64encode(static_copy(png)).decode("ascii")
         display({"image/png": data}, raw=True)
         image = f'img[src$="{data[-_TAIL_CHARS:]}"]'
         # The image itself, then (JupyterLab, and `:has` permitting) its whole output row with the prompt's space.
@@ -123,11 +123,11 @@ def widget_bundle(widget: widgets.Widget, text: str) -> dict:
     return data
 
 
-class _LiveWithStaticCopy:
+class LiveWithStaticCopy:
     """How a course widget displays itself: the live widget with a stable text, then a static copy of its picture.
 
     A mixin, first among the bases of a ``VBox`` subclass that has a ``_static_copies``
-    child (:class:`_StaticCopies`), a ``describe()`` and a ``_static_png()``.
+    child (:class:`StaticCopies`), a ``describe()`` and a ``_static_png()``.
     """
 
     def describe(self) -> str:  # pragma: no cover - every widget says what it shows
@@ -147,7 +147,7 @@ class _LiveWithStaticCopy:
         self._static_copies.show(self._static_png())
 
 
-class _FigureWidget(_LiveWithStaticCopy, widgets.VBox):
+class FigureWidget(LiveWithStaticCopy, widgets.VBox):
     """Controls above an ``Output`` that shows the current figure as a PNG."""
 
     _kind_name = "figure widget"
@@ -159,7 +159,7 @@ class _FigureWidget(_LiveWithStaticCopy, widgets.VBox):
         self.figure: Figure | None = None
         self._png = b""
         self._busy = False  # set while one change adjusts other controls: draw once
-        self._static_copies = _StaticCopies()
+        self._static_copies = StaticCopies()
         self.children = [*self.controls.values(), *extra, self.output, self._static_copies]
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
@@ -195,14 +195,14 @@ class _FigureWidget(_LiveWithStaticCopy, widgets.VBox):
         return self._png
 
 
-def _head_options(n_heads: int) -> list[tuple[str, object]]:
+def head_options(n_heads: int) -> list[tuple[str, object]]:
     return [("mean of heads", MEAN_OF_HEADS)] + [(f"head {h}", h) for h in range(n_heads)]
 
 
-def _head_label(head) -> str:
+def head_label(head) -> str:
     return "mean of heads" if head == MEAN_OF_HEADS else f"head {head}"
 
 
-def _select_head(weights: np.ndarray, head) -> np.ndarray:
+def select_head(weights: np.ndarray, head) -> np.ndarray:
     """``(H, T, S)`` -> ``(T, S)``: one head, or the average over heads."""
     return weights.mean(axis=0) if head == MEAN_OF_HEADS else weights[head]

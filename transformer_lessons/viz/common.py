@@ -13,13 +13,13 @@ import torch
 from matplotlib.axes import Axes
 
 
-def _to_numpy(x) -> np.ndarray:
+def to_numpy(x) -> np.ndarray:
     if isinstance(x, torch.Tensor):
         return x.detach().to("cpu", torch.float32).numpy()
     return np.asarray(x)
 
 
-def _squeeze_leading(a: np.ndarray, ndim: int, name: str) -> np.ndarray:
+def squeeze_leading(a: np.ndarray, ndim: int, name: str) -> np.ndarray:
     """Drop leading size-1 axes (a batch of one, one head) until ``a`` has ``ndim`` axes."""
     while a.ndim > ndim and a.shape[0] == 1:
         a = a[0]
@@ -28,7 +28,7 @@ def _squeeze_leading(a: np.ndarray, ndim: int, name: str) -> np.ndarray:
     return a
 
 
-def _check_labels(labels, size: int, name: str) -> list[str] | None:
+def check_labels(labels, size: int, name: str) -> list[str] | None:
     if labels is None:
         return None
     labels = [str(t) for t in labels]
@@ -37,7 +37,7 @@ def _check_labels(labels, size: int, name: str) -> list[str] | None:
     return labels
 
 
-def _heatmap_size(rows: int, cols: int) -> tuple[float, float]:
+def heatmap_size(rows: int, cols: int) -> tuple[float, float]:
     """Figure size giving roughly square cells of ~0.4 inch, within readable limits."""
     cell = 0.42 if max(rows, cols) <= 20 else max(0.18, 8.0 / max(rows, cols))
     width = min(14.0, max(4.0, cols * cell + 2.2))  # + room for y labels and colorbar
@@ -49,7 +49,7 @@ def _tick_fontsize(n: int) -> float:
     return 11 if n <= 15 else 9 if n <= 30 else 7
 
 
-def _label_axes(ax: Axes, x_labels, y_labels) -> None:
+def label_axes(ax: Axes, x_labels, y_labels) -> None:
     """Token labels: keys along x (rotated so long words fit), queries along y."""
     if x_labels is not None:
         ax.set_xticks(np.arange(len(x_labels)) + 0.5)
@@ -59,5 +59,5 @@ def _label_axes(ax: Axes, x_labels, y_labels) -> None:
         ax.set_yticklabels(y_labels, rotation=0, fontsize=_tick_fontsize(len(y_labels)))
 
 
-def _is_one_sentence(tokens) -> bool:
+def is_one_sentence(tokens) -> bool:
     return len(tokens) == 0 or isinstance(tokens[0], str)
