@@ -209,7 +209,7 @@ def test_outputs_are_the_same_with_attention_recorded_or_fused(toy, beam_size):
     outputs = {}
     for record in (True, False):
         model.set_record_attention(record)
-        outputs[record] = decode_token_lists(model, sources, src_vocab, tgt_vocab, beam_size=beam_size, max_extra=5)
+        outputs[record] = decode_token_lists(model, sources, src_vocab, tgt_vocab, beam_size=beam_size, max_output_extra=5)
     model.set_record_attention(None)
     assert outputs[True] == outputs[False]
     assert any(len(out) > 1 for out in outputs[True]), "the model says something"

@@ -17,6 +17,9 @@ from typing import Literal
 #: The widest beam the course's beam search accepts. The paper uses 4 (§6.1); gains stop
 #: long before 64, and each beam multiplies the decoder's work (a beam of 10,000 would hang).
 MAX_BEAM_SIZE = 64
+#: Paper §6.1: "We set the maximum output length during inference to input length + 50". Decoding
+#: (``max_output_extra=``) and a run (``TrainConfig.max_output_extra``) both start from it.
+MAX_OUTPUT_EXTRA = 50
 
 #: Environment variable read by :func:`compute_mode`.
 MODE_ENV = "TRANSFORMER_LESSONS_MODE"
@@ -117,7 +120,7 @@ class TrainConfig:
     beam_size: int = 4  # final test decoding (paper §6.1: beam 4); 1 = greedy
     length_penalty: float = 0.6  # GNMT length penalty α for the beam (paper §6.1: 0.6)
     bleu_val_limit: int | None = None  # validation BLEU on the first k sentences only (None = all 1014)
-    max_output_extra: int = 50  # outputs stop at source length + this (paper §6.1: 50); repeating models cost ~its square
+    max_output_extra: int = MAX_OUTPUT_EXTRA  # outputs stop at source length + this (paper §6.1); repeating models cost ~its square
     # --- running ---
     seed: int = 0  # weights, dropout and batch order all follow from it
     compile: bool = False  # torch.compile the model on a GPU (faster steps, a minute of compiling first)

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from transformer_lessons.attention import MultiHeadAttention
 from transformer_lessons.beam import beam_search, length_penalty
 from transformer_lessons.checkpoint import load_checkpoint
+from transformer_lessons.config import MAX_OUTPUT_EXTRA
 from transformer_lessons.masks import causal_mask, padding_mask
 from transformer_lessons.model import Transformer
 from transformer_lessons.notes import note
@@ -32,8 +33,6 @@ from transformer_lessons.notes import note
 if TYPE_CHECKING:
     from transformer_lessons.data import Corpus, Vocab
 
-#: Paper §6.1: "We set the maximum output length during inference to input length + 50".
-EXTRA_OUTPUT_TOKENS = 50
 
 
 def _append_tokens(ys: torch.Tensor, next_token: torch.Tensor, finished: torch.Tensor, eos_id: int | None, filler: int | None) -> tuple[torch.Tensor, bool]:
@@ -339,7 +338,7 @@ def decode_token_lists(
     max_new_tokens: int | None = None,
     batch_size: int = 128,
     progress: bool = False,
-    max_extra: int = EXTRA_OUTPUT_TOKENS,
+    max_output_extra: int = MAX_OUTPUT_EXTRA,
     temperature: float | None = None,
     top_k: int | None = None,
     generator: torch.Generator | None = None,
@@ -351,7 +350,7 @@ def decode_token_lists(
     padding), then put back in the input order. A source longer than the model
     accepts is cut to ``model.config.max_len - 1`` tokens (plus ``<eos>``);
     :func:`translate` warns about it. An empty source gives an empty output.
-    ``max_new_tokens`` caps the output (default: source length + ``max_extra``, paper
+    ``max_new_tokens`` caps the output (default: source length + ``max_output_extra``, paper
     §6.1 uses 50; never more than the model's ``max_len``). With a ``temperature``,
     each output is drawn by :func:`sample_decode` (with ``top_k`` and ``generator``) instead.
     ``use_cache`` (default) decodes greedy and beam search with a key/value cache: the same
@@ -380,13 +379,13 @@ def decode_token_lists(
             src[row, : len(ids[i]) + 1] = torch.tensor(ids[i] + [src_vocab.eos_id])  # ids then <eos>, as in training
         src = src.to(device)
         src_mask = padding_mask(src, src_vocab.pad_id)  # (B, 1, 1, S)
-        steps = min(max_new_tokens or width + max_extra, model.config.max_len)
+        chunk_max_new_tokens = min(max_new_tokens or width + max_output_extra, model.config.max_len)
         if temperature is not None:
-            ys = sample_decode(model, src, src_mask, steps, bos, eos, temperature, top_k, generator, pad)  # (B, 1 + L)
+            ys = sample_decode(model, src, src_mask, chunk_max_new_tokens, bos, eos, temperature, top_k, generator, pad)  # (B, 1 + L)
         elif beam_size == 1:
-            ys = greedy_decode(model, src, src_mask, steps, bos, eos, pad, use_cache=use_cache)  # (B, 1 + L)
+            ys = greedy_decode(model, src, src_mask, chunk_max_new_tokens, bos, eos, pad, use_cache=use_cache)  # (B, 1 + L)
         else:
-            ys = beam_search(model, src, src_mask, steps, bos, eos, beam_size, length_penalty, pad, use_cache=use_cache)  # (B, 1 + L)
+            ys = beam_search(model, src, src_mask, chunk_max_new_tokens, bos, eos, beam_size, length_penalty, pad, use_cache=use_cache)  # (B, 1 + L)
         for row, seq in enumerate(ys[:, 1:].tolist()):
             out = []
             for token in seq:
@@ -553,7 +552,7 @@ def evaluate(
     limit: int | None = None,
     batch_size: int = 128,
     progress: bool = False,
-    max_extra: int = EXTRA_OUTPUT_TOKENS,
+    max_output_extra: int = MAX_OUTPUT_EXTRA,
     use_cache: bool = True,
 ) -> dict:
     """Translate a Multi30k split and score it with sacreBLEU.
@@ -581,8 +580,8 @@ def evaluate(
         corpus: a prepared corpus holding ``split``: its tokens are used, so no
             spaCy is needed (a GPU machine without spaCy evaluates this way).
         limit: score only the first ``limit`` sentences.
-        max_extra: outputs stop at source length + ``max_extra`` tokens (paper
-            §6.1: 50). A half-trained model that repeats itself costs time
+        max_output_extra: outputs stop at source length + ``max_output_extra`` tokens (paper
+            §6.1: 50; ``TrainConfig.max_output_extra`` is the same number for a run). A half-trained model that repeats itself costs time
             quadratic in this; a CPU run uses less.
         use_cache: decode with a key/value cache (the default: same outputs, several
             times faster; on the course's model, beam 4 over the 1,000 test sentences gave the
@@ -602,7 +601,7 @@ def evaluate(
     if limit is not None:
         texts, tokens = texts[:limit], tokens[:limit]
     outputs = decode_token_lists(
-        model, [s for s, _ in tokens], src_vocab, tgt_vocab, beam_size, length_penalty, batch_size=batch_size, progress=progress, max_extra=max_extra,
+        model, [s for s, _ in tokens], src_vocab, tgt_vocab, beam_size, length_penalty, batch_size=batch_size, progress=progress, max_output_extra=max_output_extra,
         use_cache=use_cache,
     )
     english = Tokenizer("en")

@@ -425,7 +425,7 @@ def validate(run: Run, with_bleu: bool) -> tuple[float, float, float | None]:
         if not with_bleu:
             return val_loss, val_ppl, None
         scores = decode.evaluate(run.model, "val", corpus=corpus, src_vocab=corpus.src_vocab, tgt_vocab=corpus.tgt_vocab, beam_size=1,
-                                 limit=config.bleu_val_limit, max_extra=config.max_output_extra)  # fmt: skip
+                                 limit=config.bleu_val_limit, max_output_extra=config.max_output_extra)  # fmt: skip
     return val_loss, val_ppl, scores["bleu"]
 
 
@@ -471,7 +471,7 @@ def final_test(run: Run, state: TrainState, stopped: str) -> dict:
     with fused_attention(model):
         test = decode.evaluate(
             model, "test_2016_flickr", corpus=corpus, src_vocab=corpus.src_vocab, tgt_vocab=corpus.tgt_vocab, beam_size=config.beam_size,
-            length_penalty=config.length_penalty, progress=run.progress, max_extra=config.max_output_extra,
+            length_penalty=config.length_penalty, progress=run.progress, max_output_extra=config.max_output_extra,
         )  # fmt: skip
     atomic_write_text(run.out / "test_hypotheses.txt", "\n".join(test.pop("hypotheses")) + "\n")
     test.pop("references", None)
