@@ -42,7 +42,11 @@ from torch import nn
 from transformer_lessons.layers import Embeddings, PositionalEncoding
 from transformer_lessons.model import Transformer
 from transformer_lessons.specials import BOS_ID as BOS, EOS_ID as EOS, PAD_ID as PAD
-from transformer_lessons.train import TRAIN_PRESETS, LabelSmoothingLoss, autocast_for, noam_scheduler, train_step
+from transformer_lessons.config import TRAIN_PRESETS
+from transformer_lessons.hardware import autocast_for
+from transformer_lessons.loss import LabelSmoothingLoss
+from transformer_lessons.schedule import noam_scheduler
+from transformer_lessons.train import train_step
 
 
 class TorchTransformer(nn.Module):

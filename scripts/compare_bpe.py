@@ -29,7 +29,8 @@ from pathlib import Path
 
 import torch
 
-from transformer_lessons.train import TRAIN_PRESETS, prepare_corpus_for, train
+from transformer_lessons.config import TRAIN_PRESETS
+from transformer_lessons.run import prepare_corpus_for, train
 
 QUICK = TRAIN_PRESETS["quick"]
 SCALES = {

@@ -78,7 +78,7 @@ if [ "${BENCH_COMPILE:-0}" = 1 ]; then BENCH+=(--compile); fi
     echo "environment: PYTHONPATH=. PYTHONUNBUFFERED=1"
     echo "corpus: $CORPUS, sha256 $(sha256sum "$CORPUS" | cut -d' ' -f1)"
     echo "train: ${TRAIN[*]}"
-    echo "export: python3 -c 'from transformer_lessons.train import export_for_inference; export_for_inference(\"$RUN/best.pt\", \"$DEST/model_fp16.pt\")'"
+    echo "export: python3 -c 'from transformer_lessons.checkpoint import export_for_inference; export_for_inference(\"$RUN/best.pt\", \"$DEST/model_fp16.pt\")'"
     echo "bench: ${BENCH[*]}"
 } > "$DEST/command.txt"
 
@@ -103,7 +103,7 @@ for f in metrics.json history.json test_hypotheses.txt; do
 done
 [ "$status" -ne 0 ] && [ -f "$RUN/history.json" ] && cp "$RUN/history.json" "$DEST/"
 if [ -f "$RUN/best.pt" ]; then
-    python3 -c "import sys; from transformer_lessons.train import export_for_inference as e; print('model_fp16.pt:', e(sys.argv[1], sys.argv[2]), 'bytes')" \
+    python3 -c "import sys; from transformer_lessons.checkpoint import export_for_inference as e; print('model_fp16.pt:', e(sys.argv[1], sys.argv[2]), 'bytes')" \
         "$RUN/best.pt" "$DEST/model_fp16.pt"
 fi
 

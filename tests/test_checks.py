@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_lessons import checks, data, decode, model, train
+from transformer_lessons import checks, data, decode, model, schedule
 from transformer_lessons.attention import MultiHeadAttention, scaled_dot_product_attention
 from transformer_lessons.checks import ExerciseError
 from transformer_lessons.checks import schedule as check_schedule
@@ -595,7 +595,7 @@ PACKAGE_REFERENCES = {
     "feed_forward": PositionwiseFeedForward,
     "encoder_layer": model.EncoderLayer,  # norms in sublayers[i].norm, not norm1, norm2
     "decoder_layer": model.DecoderLayer,
-    "noam_rate": train.noam_rate,
+    "noam_rate": schedule.noam_rate,
     "build_vocab": lambda token_lists, min_freq: data.Vocab.build(token_lists, min_freq=min_freq).itos,
     "greedy_decode": decode.greedy_decode,
 }

@@ -121,9 +121,9 @@ def test_prepare_trains_the_quick_run_the_notebooks_resume(course, monkeypatch):
         calls.append((config, kwargs))
         return {"step": 7, "test": {"bleu": 12.5}}
 
-    import transformer_lessons.train
+    import transformer_lessons.run
 
-    monkeypatch.setattr(transformer_lessons.train, "train", fake_train)
+    monkeypatch.setattr(transformer_lessons.run, "train", fake_train)
     said = []
     classroom.train_quick_model(progress=False, say=said.append)
     ((config, kwargs),) = calls

@@ -128,13 +128,14 @@ def test_an_unreadable_last_checkpoint_is_a_user_error(tmp_path, toy_corpus_file
 @pytest.fixture
 def no_work(monkeypatch):
     """Makes every expensive step fail the test if it is reached: a bad option must stop before all of them."""
-    from transformer_lessons import decode, pretrained, train
+    import transformer_lessons.run as training_run
+    from transformer_lessons import decode, pretrained
     from transformer_lessons.data import Corpus
 
     def must_not_run(*args, **kwargs):
         raise AssertionError("an expensive step ran although an option was bad")
 
-    for owner, name in [(train, "train"), (train, "prepare_corpus_for"), (decode, "translate"), (decode, "evaluate"), (Corpus, "load"), (pretrained, "course_model_file")]:
+    for owner, name in [(training_run, "train"), (training_run, "prepare_corpus_for"), (decode, "translate"), (decode, "evaluate"), (Corpus, "load"), (pretrained, "course_model_file")]:
         monkeypatch.setattr(owner, name, must_not_run)
 
 
@@ -250,7 +251,7 @@ def test_tensorboard_without_the_extra_is_one_line_before_any_work(tmp_path, mon
 def test_tensorboard_option_reaches_train(tmp_path, monkeypatch):
     import types
 
-    from transformer_lessons import train
+    import transformer_lessons.run as training_run
 
     monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", types.SimpleNamespace(SummaryWriter=object))
     parse = cli.build_parser().parse_args
@@ -258,7 +259,7 @@ def test_tensorboard_option_reaches_train(tmp_path, monkeypatch):
     assert parse(["train", "--tensorboard", "--quiet"]).tensorboard is True, "alone: <out>/tensorboard"
     assert parse(["train", "--tensorboard", str(tmp_path / "tb")]).tensorboard == str(tmp_path / "tb")
     seen = {}
-    monkeypatch.setattr(train, "train", lambda *a, **k: seen.update(k) or {"history": [], "step": 0, "stopped": "max_steps", "test": None})
+    monkeypatch.setattr(training_run, "train", lambda *a, **k: seen.update(k) or {"history": [], "step": 0, "stopped": "max_steps", "test": None})
     monkeypatch.setattr(cli, "_print_train_result", lambda result: None)
     assert main(["train", "--preset", "quick", "--out", str(tmp_path / "run"), "--tensorboard"]) == 0
     assert seen["tensorboard"] is True
@@ -306,16 +307,17 @@ def no_space(path):
 
 
 def test_a_failed_save_is_one_line_naming_the_file(tmp_path, monkeypatch, capsys):
-    from transformer_lessons import decode, train
+    import transformer_lessons.run as training_run
+    from transformer_lessons import decode
 
     class Corpus:
         save = staticmethod(no_space(tmp_path / "c.json.gz"))
 
-    monkeypatch.setattr(train, "prepare_corpus_for", lambda *args, **kwargs: Corpus())
+    monkeypatch.setattr(training_run, "prepare_corpus_for", lambda *args, **kwargs: Corpus())
     assert main(["prepare", "--out", str(tmp_path / "c.json.gz")]) == 1
     assert capsys.readouterr().err == f"error: {tmp_path / 'c.json.gz'}: No space left on device\n"
 
-    monkeypatch.setattr(train, "train", no_space(tmp_path / "run" / "last.pt"))
+    monkeypatch.setattr(training_run, "train", no_space(tmp_path / "run" / "last.pt"))
     assert main(["train", "--preset", "quick", "--out", str(tmp_path / "run")]) == 1
     assert capsys.readouterr().err == f"error: {tmp_path / 'run' / 'last.pt'}: No space left on device\n"
 
@@ -330,7 +332,8 @@ def test_a_failed_save_is_one_line_naming_the_file(tmp_path, monkeypatch, capsys
 
 
 def test_errors_the_package_raises_are_one_line(tmp_path, monkeypatch, capsys):
-    from transformer_lessons import errors, train
+    import transformer_lessons.run as training_run
+    from transformer_lessons import errors
     from transformer_lessons.pretrained import PretrainedError
 
     kinds = [errors.DataError, errors.CheckpointError, errors.TrainingError, errors.DivergedError, errors.RunInUseError, errors.ResumeMismatchError, PretrainedError]
@@ -338,19 +341,19 @@ def test_errors_the_package_raises_are_one_line(tmp_path, monkeypatch, capsys):
         def fail(*args, **kwargs):
             raise kind("the run in runs/x was trained with other settings:\n  epochs: 1 -> 2\n")
 
-        monkeypatch.setattr(train, "train", fail)
+        monkeypatch.setattr(training_run, "train", fail)
         assert main(["train", "--preset", "quick", "--out", str(tmp_path / "run")]) == 2, kind
         assert capsys.readouterr().err == "error: the run in runs/x was trained with other settings: epochs: 1 -> 2\n", kind
 
 
 def test_ctrl_c_during_train_exits_130_without_a_traceback(tmp_path, monkeypatch, capsys):
-    from transformer_lessons import train
+    import transformer_lessons.run as training_run
 
     def interrupted(*args, **kwargs):
         print("interrupted: saved last.pt (step 3); run again with resume to continue")  # what the train loop prints
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(train, "train", interrupted)
+    monkeypatch.setattr(training_run, "train", interrupted)
     assert main(["train", "--preset", "quick", "--out", str(tmp_path / "run")]) == 130
     out, err = capsys.readouterr()
     assert "saved last.pt" in out and err == "interrupted\n"

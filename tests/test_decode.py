@@ -25,7 +25,7 @@ from transformer_lessons.decode import (
 )
 from transformer_lessons.masks import causal_mask, padding_mask
 from transformer_lessons.model import Transformer
-from transformer_lessons.train import train
+from transformer_lessons.run import train
 
 BOS, EOS, PAD = 2, 3, 1
 DATA_DIR = Path(os.environ.get("TRANSFORMER_LESSONS_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k")
@@ -152,7 +152,7 @@ def test_translate_awkward_input(toy):
 
 def test_translate_with_a_model_and_vocabularies(toy):
     checkpoint, corpus = toy
-    from transformer_lessons.train import load_checkpoint
+    from transformer_lessons.checkpoint import load_checkpoint
 
     model, src_vocab, tgt_vocab, _ = load_checkpoint(checkpoint, "cpu")
     assert translate(model, ["ein mann ."], src_vocab=src_vocab, tgt_vocab=tgt_vocab) == translate(checkpoint, ["ein mann ."], device="cpu")
@@ -201,7 +201,7 @@ def test_translate_without_spacy_says_it_needs_it_and_what_works_instead(toy, mo
 def test_outputs_are_the_same_with_attention_recorded_or_fused(toy, beam_size):
     # train() decodes with recording off (the fused kernel); notebooks record for the plots. Same outputs.
     from transformer_lessons.decode import decode_token_lists
-    from transformer_lessons.train import load_checkpoint
+    from transformer_lessons.checkpoint import load_checkpoint
 
     checkpoint, corpus = toy
     model, src_vocab, tgt_vocab, _ = load_checkpoint(checkpoint, "cpu")
@@ -222,13 +222,13 @@ def test_subword_model_translates_whole_words(tmp_path):
     config = TOY_CONFIG.replace(epochs=2, bpe_merges=15, model=dataclasses.replace(TOY_CONFIG.model, max_len=64))  # pieces: longer sentences
     result = train(config, corpus, out_dir=tmp_path, device="cpu", progress=False)
     checkpoint = tmp_path / "best.pt"
-    from transformer_lessons.train import load_checkpoint
+    from transformer_lessons.checkpoint import load_checkpoint
 
     _, src_vocab, tgt_vocab, _ = load_checkpoint(checkpoint, "cpu")
     assert src_vocab == corpus.src_vocab and src_vocab.bpe is not None, "the checkpoint carries the merges"
     texts = translate(checkpoint, ["ein hund läuft .", "ein unbekanntes wort ."], device="cpu")
     assert all(isinstance(t, str) and "@@" not in t for t in texts), texts
-    from transformer_lessons.train import export_for_inference
+    from transformer_lessons.checkpoint import export_for_inference
 
     assert export_for_inference(checkpoint, tmp_path / "model_fp16.pt") > 0  # what a GPU run commits
     assert load_checkpoint(tmp_path / "model_fp16.pt", "cpu")[2] == tgt_vocab, "the fp16 export keeps the merges too"

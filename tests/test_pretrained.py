@@ -24,7 +24,7 @@ from transformer_lessons.config import ModelConfig
 from transformer_lessons.data import SPECIALS, Vocab
 from transformer_lessons.model import Transformer
 from transformer_lessons.pretrained import PretrainedError, course_model_file, load_course_model
-from transformer_lessons.train import CHECKPOINT_FORMAT, CHECKPOINT_VERSION, export_for_inference
+from transformer_lessons.checkpoint import CHECKPOINT_FORMAT, CHECKPOINT_VERSION, export_for_inference
 
 ROOT = Path(__file__).resolve().parents[1]
 METRICS = {"test_2016_flickr": {"bleu": 12.345, "signature": "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"}}

@@ -12,7 +12,7 @@ import signal
 import pytest
 import torch
 
-import transformer_lessons.train as training
+import transformer_lessons.run as training_run
 from test_train import TOY_CONFIG, toy_corpus
 from test_train_reliability import run, signal_during_step, stop_signals_default, weights, without_timing  # noqa: F401 (a fixture)
 from transformer_lessons.checkpoint import read_checkpoint
@@ -146,7 +146,7 @@ def test_a_record_without_the_fields_reads_as_teacher_forcing():
 
 def test_p_zero_trains_exactly_as_teacher_forcing(tmp_path, corpus, monkeypatch):
     plain = run(corpus, tmp_path / "plain", TOY_CONFIG.replace(epochs=1))
-    monkeypatch.setattr(training, "scheduled_inputs", lambda *a, **k: pytest.fail("p = 0 never mixes"))
+    monkeypatch.setattr(training_run, "scheduled_inputs", lambda *a, **k: pytest.fail("p = 0 never mixes"))
     ramped = run(corpus, tmp_path / "ramp", TOY_CONFIG.replace(epochs=1, scheduled_sampling_ramp=10))
     assert without_timing(ramped["history"]) == without_timing(plain["history"])
     a, b = weights(tmp_path / "plain" / "last.pt"), weights(tmp_path / "ramp" / "last.pt")
@@ -155,8 +155,8 @@ def test_p_zero_trains_exactly_as_teacher_forcing(tmp_path, corpus, monkeypatch)
 
 def test_scheduled_sampling_trains_and_resumes_identically(tmp_path, corpus, monkeypatch, stop_signals_default):  # noqa: F811
     calls = []
-    real = training.scheduled_inputs
-    monkeypatch.setattr(training, "scheduled_inputs", lambda model, batch, p, *a: calls.append(p) or real(model, batch, p, *a))
+    real = training_run.scheduled_inputs
+    monkeypatch.setattr(training_run, "scheduled_inputs", lambda model, batch, p, *a: calls.append(p) or real(model, batch, p, *a))
     straight = run(corpus, tmp_path / "a", SCHEDULED)
     monkeypatch.undo()
     history = straight["history"]

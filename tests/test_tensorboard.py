@@ -14,12 +14,12 @@ import types
 
 import pytest
 
-import transformer_lessons.train as training
+import transformer_lessons.run as training_run
 from test_train import TOY_CONFIG, toy_corpus
 from transformer_lessons.errors import TrainingError
 from transformer_lessons.schedule import noam_rate
 from transformer_lessons.tensorboard import INSTALL_HINT, TensorBoardMissingError, tensorboard_dir
-from transformer_lessons.train import train
+from transformer_lessons.run import train
 
 CONFIG = TOY_CONFIG.replace(epochs=2, eval_every=2)  # validation BLEU on epoch 2 only
 
@@ -58,8 +58,8 @@ def fake_tensorboard(monkeypatch):
 
 def test_without_the_package_it_says_how_to_install_it_before_any_work(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # as if tensorboard were not installed
-    monkeypatch.setattr(training, "prepare_corpus_for", lambda *a, **k: pytest.fail("refused before any data work"))
-    monkeypatch.setattr(training, "make_out_dir", lambda *a, **k: pytest.fail("refused before the output folder"))
+    monkeypatch.setattr(training_run, "prepare_corpus_for", lambda *a, **k: pytest.fail("refused before any data work"))
+    monkeypatch.setattr(training_run, "make_out_dir", lambda *a, **k: pytest.fail("refused before the output folder"))
     for asked in (True, tmp_path / "tb", "tb"):
         with pytest.raises(TensorBoardMissingError) as err:
             train(TOY_CONFIG, None, out_dir=tmp_path / "run", device="cpu", progress=False, tensorboard=asked)

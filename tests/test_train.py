@@ -15,23 +15,15 @@ import torch
 import torch.nn.functional as F
 
 from transformer_lessons.attention import MultiHeadAttention
-from transformer_lessons.config import ModelConfig
+from transformer_lessons.checkpoint import export_for_inference, load_checkpoint, read_checkpoint
+from transformer_lessons.config import TRAIN_PRESETS, ModelConfig, TrainConfig, get_train_config
 from transformer_lessons.data import Corpus, Vocab
-from transformer_lessons.errors import ResumeMismatchError
+from transformer_lessons.errors import CheckpointError, ResumeMismatchError
+from transformer_lessons.loss import LabelSmoothingLoss, smoothed_targets
 from transformer_lessons.model import Transformer
-from transformer_lessons.train import (
-    TRAIN_PRESETS,
-    CheckpointError,
-    LabelSmoothingLoss,
-    TrainConfig,
-    export_for_inference,
-    get_train_config,
-    load_checkpoint,
-    noam_rate,
-    noam_scheduler,
-    smoothed_targets,
-    train,
-)
+from transformer_lessons.run import train
+from transformer_lessons.schedule import noam_rate, noam_scheduler
+from transformer_lessons.train import make_optimizer, train_step
 
 # --------------------------------------------------------------------------------------
 # A toy corpus shared with test_decode.py and test_cli.py
@@ -386,7 +378,7 @@ class StepClock:
     """
 
     def __init__(self, monkeypatch):
-        import transformer_lessons.train as training
+        import transformer_lessons.run as training_run
 
         self.now = 0.0
         real_clip = torch.nn.utils.clip_grad_norm_
@@ -396,7 +388,7 @@ class StepClock:
             return real_clip(*args, **kwargs)
 
         monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", clip_and_tick)
-        monkeypatch.setattr(training, "_clock", lambda: self.now)
+        monkeypatch.setattr(training_run, "_clock", lambda: self.now)
 
 
 def test_time_limit_counts_the_whole_run_and_resumes_exactly(tmp_path, corpus, monkeypatch):
@@ -456,7 +448,7 @@ def test_evaluation_inside_train_uses_the_fused_attention(tmp_path, corpus, monk
 
 
 def test_fused_attention_restores_each_layer_setting():
-    from transformer_lessons.train import fused_attention
+    from transformer_lessons.decode import fused_attention
 
     model = Transformer(TOY_MODEL, 20, 20).eval()
     layers = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
@@ -480,7 +472,7 @@ def test_fused_attention_restores_each_layer_setting():
     ],
 )
 def test_autocast_dtype_uses_bf16_only_from_ampere_on(device_type, capability, expected):
-    from transformer_lessons.train import autocast_dtype
+    from transformer_lessons.hardware import autocast_dtype
 
     assert autocast_dtype(device_type, capability) is expected
 
@@ -498,10 +490,35 @@ def test_an_unreadable_last_checkpoint_says_how_to_start_over(tmp_path, corpus, 
 
 
 def test_autocast_for_a_cpu_is_a_no_op_context():
-    from transformer_lessons.train import autocast_for
+    from transformer_lessons.hardware import autocast_for
 
     dtype, autocast = autocast_for(torch.device("cpu"))
     assert dtype is None
     with autocast():
         y = torch.ones(2, 2) @ torch.ones(2, 2)
     assert y.dtype == torch.float32
+
+
+def test_a_run_takes_exactly_the_steps_of_train_step(tmp_path, corpus):
+    # A run (run.py) is the step of train.py repeated over seeded batches, bit for bit: the weights after a few
+    # updates of train() equal those of a plain loop over train_step. It held before the run's machinery moved out
+    # of train.py (checked on the commit before the move) and keeps holding for every later move.
+    config, k = TOY_CONFIG.replace(epochs=1), 5
+    train(config, corpus, out_dir=tmp_path, device="cpu", progress=False, max_steps=k)
+    saved = read_checkpoint(tmp_path / "last.pt")
+    assert saved["step"] == k
+
+    torch.manual_seed(config.seed)
+    random.seed(config.seed)
+    model = Transformer(config.model, len(corpus.src_vocab), len(corpus.tgt_vocab))
+    optimizer = make_optimizer(model, config)
+    scheduler = noam_scheduler(optimizer, config.model.d_model, config.warmup, config.lr_factor)
+    criterion = LabelSmoothingLoss(len(corpus.tgt_vocab), corpus.tgt_vocab.pad_id, config.smoothing)
+    batcher = corpus.batcher("train", config.max_tokens, shuffle=True, seed=config.seed, max_len=config.model.max_len)
+    batcher.set_epoch(0)
+    for _, batch in zip(range(k), batcher):
+        train_step(model, batch, criterion, optimizer, scheduler, config.clip_norm)
+    mine = model.state_dict()
+    assert saved["model"].keys() == mine.keys()
+    different = [name for name, weight in mine.items() if not torch.equal(weight, saved["model"][name])]
+    assert not different, f"the run's weights differ from the plain loop's in {different}"

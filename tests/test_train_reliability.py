@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import transformer_lessons.run as training_run
 import transformer_lessons.train as training
 from transformer_lessons.atomic import atomic_write, temporary_name
 from transformer_lessons.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
@@ -25,7 +26,7 @@ from transformer_lessons.decode import beam_search
 from transformer_lessons.errors import CheckpointError, DivergedError, ResumeMismatchError, RunInUseError, TrainingError
 from transformer_lessons.loss import LabelSmoothingLoss
 from transformer_lessons.rundir import run_lock
-from transformer_lessons.train import train
+from transformer_lessons.run import train
 
 from test_train import TOY_CONFIG, toy_corpus
 
@@ -125,7 +126,7 @@ def test_label_smoothing_stays_finite_when_the_pad_logit_is_minus_infinity():
 
 
 def test_a_second_run_in_the_same_folder_is_refused(tmp_path, corpus, monkeypatch):
-    import transformer_lessons.train as t
+    import transformer_lessons.run as t
 
     monkeypatch.setattr(t, "prepare_corpus_for", lambda *a, **k: pytest.fail("refused before any data work"))
     with run_lock(tmp_path):
@@ -156,7 +157,7 @@ def test_temporary_names_are_unique_and_a_failed_save_leaves_nothing(tmp_path, m
 
 
 def test_an_output_folder_that_is_a_file_or_a_bad_device_is_refused_at_once(tmp_path, monkeypatch):
-    import transformer_lessons.train as t
+    import transformer_lessons.run as t
 
     monkeypatch.setattr(t, "prepare_corpus_for", lambda *a, **k: pytest.fail("refused before any data work"))
     (tmp_path / "file").write_text("x")
@@ -203,7 +204,7 @@ def test_resume_accepts_more_epochs_time_and_other_evaluation(tmp_path, corpus):
 
 def signal_during_step(monkeypatch, at: int, signum: int, times: int = 1):
     """Make the ``at``-th training step send itself ``signum`` in its middle (``times`` times)."""
-    real = training.train_step
+    real = training_run.train_step
     calls = {"n": 0}
 
     def step(*args, **kwargs):
@@ -213,7 +214,7 @@ def signal_during_step(monkeypatch, at: int, signum: int, times: int = 1):
                 os.kill(os.getpid(), signum)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(training, "train_step", step)
+    monkeypatch.setattr(training_run, "train_step", step)
 
 
 @pytest.fixture

@@ -360,7 +360,7 @@ def _default_checkpoint() -> Path:
     """``runs/<mode>/best.pt``, then another preset's, else the course's trained model; says which on stderr."""
     from transformer_lessons.config import compute_mode
     from transformer_lessons.pretrained import PretrainedError, course_model_file, describe
-    from transformer_lessons.train import default_out_dir
+    from transformer_lessons.rundir import default_out_dir
 
     mode = compute_mode()
     names = dict.fromkeys((mode, "full" if mode == "quick" else "quick", "cpu"))  # in order, without repeats
@@ -394,7 +394,8 @@ def _with_bpe_merges(config, merges: int | None):
 
 
 def cmd_prepare(args) -> int:
-    from transformer_lessons.train import TRAIN_PRESETS, prepare_corpus_for
+    from transformer_lessons.config import TRAIN_PRESETS
+    from transformer_lessons.run import prepare_corpus_for
 
     config = _with_bpe_merges(TRAIN_PRESETS[args.preset or "full"], args.bpe_merges)
     corpus = prepare_corpus_for(config, args.data_dir, progress=True, limit=args.limit)
@@ -434,7 +435,8 @@ def _print_train_result(result: dict) -> None:
 
 def cmd_train(args) -> int:
     from transformer_lessons.distributed import from_environment
-    from transformer_lessons.train import get_train_config, train
+    from transformer_lessons.config import get_train_config
+    from transformer_lessons.run import train
 
     config = get_train_config(args.preset)
     changes = {

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from transformer_lessons import train as training
+import transformer_lessons.run as training_run
 from transformer_lessons.atomic import atomic_write
 from transformer_lessons.data.corpus import _split_cache_path, prepare_corpus
 from transformer_lessons.data.files import (
@@ -137,7 +137,7 @@ def check_course_model(progress: bool, say: Say) -> None:
 
 def train_quick_model(progress: bool, say: Say) -> None:
     """The ``quick`` run of notebooks 10 and 11, trained (or finished) in ``runs/quick``."""
-    result = training.train(QUICK_RUN, out_dir=default_out_dir(QUICK_RUN), resume=True, progress=progress, log=progress)
+    result = training_run.train(QUICK_RUN, out_dir=default_out_dir(QUICK_RUN), resume=True, progress=progress, log=progress)
     bleu = f", test BLEU {result['test']['bleu']:.2f}" if result.get("test") else ""
     say(f"the quick model: {default_out_dir(QUICK_RUN)}, {result['step']} updates{bleu}")
 

@@ -5,7 +5,7 @@
 
 ``torchrun`` starts N copies of the command, its *ranks* ``0 … N-1``, and tells each
 one who it is in environment variables (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``,
-``MASTER_ADDR``, ``MASTER_PORT``). :func:`~transformer_lessons.train.train` reads
+``MASTER_ADDR``, ``MASTER_PORT``). :func:`~transformer_lessons.run.train` reads
 them (:func:`process_group`) and then, on every rank:
 
 1. joins the process group: backend ``gloo`` on CPUs, ``nccl`` on CUDA GPUs, where

@@ -1,7 +1,7 @@
 """The course's trained German→English translator: found on disk, or downloaded once.
 
 The repository commits the model that ``train --preset cpu`` trained, exported in
-float16 (:func:`~transformer_lessons.train.export_for_inference`), as
+float16 (:func:`~transformer_lessons.checkpoint.export_for_inference`), as
 :data:`COURSE_MODEL_PATH`, with its ``metrics.json`` and ``history.json`` beside it.
 :func:`course_model_file` looks for it, in order:
 
@@ -41,7 +41,7 @@ from typing import Any
 from transformer_lessons.data.files import _CacheWriteError, _download, cache_dir, sha256_file
 from transformer_lessons.decode import translate
 from transformer_lessons.errors import DataError
-from transformer_lessons.train import load_checkpoint
+from transformer_lessons.checkpoint import load_checkpoint
 
 COURSE_MODEL_PATH = "results/cpu/model_fp16.pt"  # inside the repository, '/'-separated
 COURSE_MODEL_SHA256 = "765f2a131299d128dffce96b8e3119fa1f9618c38cd650a15e21acb27c88ab27"  # of the committed file; equals results/cpu/model_fp16.pt.sha256

@@ -1,0 +1,629 @@
+"""A training run: the loop around the step, built from small named pieces.
+
+Read it top to bottom:
+
+1. :class:`TrainState`: where a run is (step, epoch, time, history); saved in ``last.pt``.
+2. :func:`build_run`: the model, Adam, the schedule, the loss and the batches of a run;
+   every update is :func:`~transformer_lessons.train.train_step`.
+3. :func:`run_epoch`: the steps of one epoch, stopping on the time limit or ``max_steps``.
+4. :func:`validate` and :func:`end_epoch`: validation loss and BLEU, the history, ``best.pt``.
+5. :func:`final_test`: the best weights on the test set with the paper's beam, ``metrics.json``.
+6. :func:`train`: the whole run, which resumes, never loses work, and refuses what would
+   make its record untrue (a second run in the same folder, a resumed run with other settings).
+
+The pieces it uses live in the files named after them: the step (:mod:`.train`), the loss
+(:mod:`.loss`), the schedule (:mod:`.schedule`), the settings (:mod:`.config`), checkpoints
+(:mod:`.checkpoint`), the output folder and its lock (:mod:`.rundir`), Ctrl-C
+(:mod:`.interrupt`), devices and precision (:mod:`.hardware`), scheduled sampling
+(:mod:`.scheduled_sampling`, off by default as in the paper), TensorBoard logging (:mod:`.tensorboard`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import signal
+import time
+import warnings
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import transformer_lessons.decode as decode
+from transformer_lessons.atomic import atomic_write_json, atomic_write_text
+from transformer_lessons.checkpoint import (
+    CHECKPOINT_FORMAT,
+    CHECKPOINT_VERSION,
+    check_state_fits,
+    load_checkpoint,
+    read_checkpoint,
+    save_checkpoint,
+    vocab_from_dict,
+)
+from transformer_lessons.config import TrainConfig, get_train_config
+from transformer_lessons.decode import fused_attention
+from transformer_lessons.distributed import Distributed, ShardedLoss, main_only, process_group
+from transformer_lessons.errors import CheckpointError, DivergedError, ResumeMismatchError
+from transformer_lessons.hardware import autocast_for, device_name
+from transformer_lessons.interrupt import StepBoundary, StopRequested
+from transformer_lessons.loss import LabelSmoothingLoss
+from transformer_lessons.model import Transformer
+from transformer_lessons.rundir import default_out_dir, make_out_dir, run_lock
+from transformer_lessons.schedule import noam_scheduler
+from transformer_lessons.scheduled_sampling import scheduled_inputs, scheduled_probability, step_generator
+from transformer_lessons.tensorboard import check_tensorboard, log_epoch, log_step, log_test, open_writer, tensorboard_dir
+from transformer_lessons.train import make_optimizer, train_step
+
+if TYPE_CHECKING:
+    from transformer_lessons.data import Corpus, TokenBatcher
+
+#: The clock training time is measured with (a module attribute, so a test can drive it).
+_clock = time.perf_counter
+
+# --------------------------------------------------------------------------------------
+# 2. Where a run is, and everything it trains with
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class TrainState:
+    """Everything that changes as a run trains, apart from the weights and the optimizer: saved in ``last.pt``."""
+
+    step: int = 0  # updates so far
+    epoch: int = 0  # epochs completed
+    batch_in_epoch: int = 0  # batches of the current epoch already trained on
+    epoch_loss: float = 0.0  # Σ loss × tokens over those batches
+    epoch_tokens: int = 0
+    epoch_time_s: float = 0.0
+    train_time_s: float = 0.0  # the run's training time, every call together (evaluation excluded)
+    wall_time_s: float = 0.0  # the run's wall time before this call
+    history: list[dict] = field(default_factory=list)  # one entry per completed epoch
+    best_val_bleu: float = -1.0
+    best_epoch: int | None = None
+
+    def to_checkpoint(self) -> dict:
+        return {
+            "step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch, "history": self.history,
+            "epoch_sums": {"loss": self.epoch_loss, "tokens": self.epoch_tokens, "time": self.epoch_time_s},
+            "best_val_bleu": self.best_val_bleu, "best_epoch": self.best_epoch, "train_time_s": self.train_time_s,
+        }  # fmt: skip
+
+    @classmethod
+    def from_checkpoint(cls, ckpt: dict) -> "TrainState":
+        sums, history = ckpt["epoch_sums"], list(ckpt["history"])
+        return cls(
+            step=ckpt["step"], epoch=ckpt["epoch"], batch_in_epoch=ckpt["batch_in_epoch"], epoch_loss=sums["loss"],
+            epoch_tokens=sums["tokens"], epoch_time_s=sums["time"], history=history,
+            best_val_bleu=ckpt["best_val_bleu"], best_epoch=ckpt["best_epoch"],
+            train_time_s=ckpt.get("train_time_s", sum(h["epoch_time_s"] for h in history) + sums["time"]),
+            wall_time_s=ckpt.get("wall_time_s", history[-1]["elapsed_s"] if history else 0.0),
+        )  # fmt: skip
+
+
+@dataclass
+class Run:
+    """What a training call works with: the settings, the data, the model and its optimizer, and where it writes."""
+
+    config: TrainConfig
+    corpus: "Corpus"
+    out: Path
+    device: torch.device
+    model: Transformer
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+    criterion: LabelSmoothingLoss
+    batcher: "TokenBatcher"
+    step_model: nn.Module  # the model, compiled on a GPU if asked
+    autocast: Callable = nullcontext
+    amp_dtype: torch.dtype | None = None
+    max_steps: int | None = None
+    progress: bool = True
+    log: bool = True
+    writer: Any = None  # a TensorBoard SummaryWriter (train(tensorboard=...)), or None
+    dist: Distributed = field(default_factory=Distributed)  # this process's rank under torchrun (:mod:`.distributed`)
+    step_criterion: nn.Module | None = None  # the loss the steps train on: criterion, or its ShardedLoss under torchrun
+    started: float = field(default_factory=lambda: _clock())  # when this call began
+
+    @property
+    def last_path(self) -> Path:
+        return self.out / "last.pt"
+
+    @property
+    def best_path(self) -> Path:
+        return self.out / "best.pt"
+
+    def wall_seconds(self, state: TrainState) -> float:
+        return state.wall_time_s + (_clock() - self.started)
+
+    def time_is_up(self, state: TrainState, since: float) -> bool:
+        """The run's training time (every call, plus this epoch's unsaved part) has reached ``max_minutes``."""
+        limit = self.config.max_minutes
+        return limit is not None and state.train_time_s + (_clock() - since) >= 60 * limit
+
+
+def build_run(config: TrainConfig, corpus: "Corpus", out: Path, device: torch.device, dist: Distributed = Distributed(), **options) -> Run:
+    """A fresh model (seeded), Adam, the schedule, the loss and the batcher for ``config``; DDP around the model under torchrun."""
+    torch.manual_seed(config.seed)
+    random.seed(config.seed)
+    model = Transformer(config.model, len(corpus.src_vocab), len(corpus.tgt_vocab)).to(device)
+    optimizer = make_optimizer(model, config)
+    amp_dtype, autocast = autocast_for(device)
+    criterion = LabelSmoothingLoss(len(corpus.tgt_vocab), corpus.tgt_vocab.pad_id, config.smoothing)
+    step_model = dist.wrap(model)
+    return Run(
+        config=config, corpus=corpus, out=out, device=device, model=model, optimizer=optimizer,
+        scheduler=noam_scheduler(optimizer, config.model.d_model, config.warmup, config.lr_factor),
+        criterion=criterion, step_criterion=ShardedLoss(criterion, dist) if dist.active else criterion,
+        batcher=corpus.batcher("train", config.max_tokens, shuffle=True, seed=config.seed, max_len=config.model.max_len),
+        step_model=torch.compile(step_model, dynamic=True) if (config.compile and device.type == "cuda") else step_model,
+        autocast=autocast, amp_dtype=amp_dtype, dist=dist, **options,
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------
+# 3. Checkpoints of a run: last.pt to resume, best.pt to translate with
+# --------------------------------------------------------------------------------------
+
+
+def _rng_state() -> dict:
+    state = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict) -> None:
+    # RNG states are CPU ByteTensors even when the checkpoint was mapped to the GPU.
+    torch.set_rng_state(state["torch"].cpu())
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
+
+
+def checkpoint_dict(run: Run, state: TrainState, training_state: bool = True) -> dict:
+    """The checkpoint of ``run`` now: ``last.pt`` with the training state, ``best.pt`` without it."""
+    ckpt = {
+        "format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION, "model_config": run.config.model.to_dict(),
+        "train_config": run.config.to_dict(), "src_vocab": run.corpus.src_vocab.to_dict(),
+        "tgt_vocab": run.corpus.tgt_vocab.to_dict(), "model": run.model.state_dict(),
+    }  # fmt: skip
+    progress = state.to_checkpoint()
+    if not training_state:
+        return ckpt | {k: progress[k] for k in ("step", "epoch", "history", "best_val_bleu", "best_epoch")}
+    return ckpt | progress | {
+        "optimizer": run.optimizer.state_dict(), "scheduler": run.scheduler.state_dict(), "rng": _rng_state(),
+        "wall_time_s": run.wall_seconds(state),
+    }  # fmt: skip
+
+
+def save_last(run: Run, state: TrainState) -> None:
+    """``last.pt`` (everything needed to resume) and ``history.json``, both written atomically (by rank 0 alone)."""
+    if not run.dist.is_main:
+        return
+    save_checkpoint(checkpoint_dict(run, state), run.last_path)
+    atomic_write_json(run.out / "history.json", state.history)
+
+
+def read_resumable(path: Path, config: TrainConfig, device: torch.device) -> dict:
+    """``last.pt`` of the run to resume, checked against ``config`` before any data is prepared.
+
+    Raises:
+        ResumeMismatchError: the run was trained with other settings; names each field that changed.
+        CheckpointError: ``path`` is not a usable ``last.pt``.
+    """
+    start_over = "start over with resume=False (command line: --no-resume), or choose another output folder"
+    try:
+        ckpt = read_checkpoint(path, map_location=device)
+    except CheckpointError as err:
+        raise CheckpointError(f"cannot resume: {err}; delete {path}, or {start_over}") from err
+    missing = [k for k in ("optimizer", "scheduler", "step", "epoch", "batch_in_epoch", "epoch_sums", "history", "rng") if k not in ckpt]
+    if missing:
+        raise CheckpointError(f"cannot resume: {path} lacks the training state {missing} (is it a best.pt or an export?); {start_over}")
+    try:
+        saved = TrainConfig.from_dict(ckpt.get("train_config") or {})
+    except (TypeError, ValueError) as err:
+        raise ResumeMismatchError(f"cannot resume {path}: its training settings are not this code's ({err}); {start_over}") from err
+    changed = config.changes_on_resume(saved)
+    if changed:
+        raise ResumeMismatchError(
+            f"cannot resume {path} with other settings ({'; '.join(changed)}): a resumed run may change only the epochs, "
+            f"the time limit and the evaluation settings. Resume with the run's settings, or {start_over}"
+        )
+    return ckpt
+
+
+def restore(run: Run, ckpt: dict) -> TrainState:
+    """Load ``last.pt``'s weights, optimizer, schedule and random state into ``run``; its :class:`TrainState`."""
+    src_vocab, tgt_vocab = run.corpus.src_vocab, run.corpus.tgt_vocab
+    if vocab_from_dict(ckpt["src_vocab"], "source") != src_vocab or vocab_from_dict(ckpt["tgt_vocab"], "target") != tgt_vocab:
+        raise ResumeMismatchError(
+            f"{run.last_path} was trained with other vocabularies (source {len(ckpt['src_vocab']['itos'])}, target "
+            f"{len(ckpt['tgt_vocab']['itos'])} tokens; this corpus: {len(src_vocab)}, {len(tgt_vocab)}): "
+            "prepare the corpus with the run's min_freq/limit/drop_longer_than/bpe_merges, or start over with resume=False (--no-resume)"
+        )
+    check_state_fits(run.model, ckpt["model"], len(src_vocab), len(tgt_vocab))
+    run.model.load_state_dict(ckpt["model"])
+    run.optimizer.load_state_dict(ckpt["optimizer"])
+    run.scheduler.load_state_dict(ckpt["scheduler"])
+    _set_rng_state(ckpt["rng"])
+    return TrainState.from_checkpoint(ckpt)
+
+
+# --------------------------------------------------------------------------------------
+# 4. An epoch, validation, the history
+# --------------------------------------------------------------------------------------
+
+
+def _progress_bar():
+    """``tqdm.auto.tqdm``, or a silent stand-in where tqdm is not installed (a bare GPU box)."""
+    try:
+        from tqdm.auto import tqdm
+
+        return tqdm
+    except ImportError:
+
+        class _Silent:
+            def __init__(self, *args, **kwargs):
+                pass
+
+            def update(self, n=1):
+                pass
+
+            def set_postfix(self, **kwargs):
+                pass
+
+            def close(self):
+                pass
+
+        return _Silent
+
+
+def _diverged(run: Run, state: TrainState, err: DivergedError) -> DivergedError:
+    kept = f"{run.last_path} keeps the last state saved before it" if run.last_path.is_file() else "no checkpoint had been written yet"
+    return DivergedError(
+        f"training diverged at step {state.step + 1} (learning rate {run.scheduler.get_last_lr()[0]:.3g}): {err}. "
+        f"That step changed no weight and nothing was saved after it ({kept}). "
+        "Lower lr_factor, lengthen the warmup or keep clip_norm, then start over (resume=False, command line --no-resume)"
+    )
+
+
+def _scheduled_p(run: Run, state: TrainState) -> float:
+    """The scheduled sampling probability for the next update (0: plain teacher forcing, the paper's)."""
+    return scheduled_probability(run.config.scheduled_sampling, run.config.scheduled_sampling_ramp, state.step)
+
+
+def run_epoch(run: Run, state: TrainState, guard: StepBoundary) -> str:
+    """Train on the rest of the current epoch. Returns why it stopped: ``"done"``, ``"time_limit"`` or ``"max_steps"``.
+
+    Each step runs inside ``guard.step()``: Ctrl-C waits for it to end, so the
+    state is always between two steps. The batches already trained on before an
+    interruption are skipped, and the epoch's order depends only on (seed, epoch).
+    """
+    run.batcher.set_epoch(state.epoch)
+    bar = _progress_bar()(total=len(run.batcher), desc=f"epoch {state.epoch + 1}/{run.config.epochs}", disable=not run.progress,
+                          leave=False, initial=state.batch_in_epoch)  # fmt: skip
+    since = _clock()
+    try:
+        for i, batch in enumerate(run.batcher):
+            if i < state.batch_in_epoch:
+                continue  # trained on before the interruption
+            if run.dist.stop_here(run.time_is_up(state, since), guard):  # before the step: a run resumed with no time left trains nothing
+                return "time_limit"
+            with guard.step():
+                n_tokens = batch.n_tokens  # the whole batch's: under torchrun each rank trains on its shard of it
+                batch = run.dist.shard(batch, run.criterion.pad_id).to(run.device)
+                lr, p = run.optimizer.param_groups[0]["lr"], _scheduled_p(run, state)
+                run.dist.seed_step(run.config.seed, state.step)
+                if p > 0:  # scheduled sampling: the decoder reads some of its own predictions (config.scheduled_sampling)
+                    batch = scheduled_inputs(run.model, batch, p, run.criterion.pad_id, step_generator(run.config.seed, state.step), run.autocast)
+                try:
+                    loss = train_step(run.step_model, batch, run.step_criterion, run.optimizer, run.scheduler, run.config.clip_norm, run.autocast)
+                except DivergedError as err:
+                    raise _diverged(run, state, err) from err
+                now = _clock()
+                state.step, state.batch_in_epoch = state.step + 1, i + 1
+                state.epoch_loss += loss.item() * n_tokens
+                state.epoch_tokens += n_tokens
+                state.epoch_time_s += now - since
+                state.train_time_s += now - since
+                since = now
+            if run.writer is not None:
+                log_step(run.writer, state.step, loss.item(), lr, p)
+            bar.update(1)
+            if run.progress and (state.step % 10 == 0 or i + 1 == len(run.batcher)):
+                bar.set_postfix(loss=f"{loss.item():.3f}", lr=f"{run.scheduler.get_last_lr()[0]:.2e}")
+            if run.max_steps is not None and state.step >= run.max_steps:
+                return "max_steps"
+        return "done"
+    finally:
+        bar.close()
+
+
+@torch.no_grad()
+def validation_loss(model: Transformer, corpus: "Corpus", split: str, criterion: LabelSmoothingLoss, max_tokens: int,
+                    device: torch.device, autocast=nullcontext) -> tuple[float, float]:
+    """Teacher-forced ``(label-smoothed loss, perplexity)`` per target token on ``split``.
+
+    The perplexity is ``exp`` of the plain cross-entropy (no smoothing), the
+    number the paper's Table 3 reports.
+    """
+    model.eval()
+    total, nll, tokens = 0.0, 0.0, 0
+    for batch in corpus.batcher(split, max_tokens, shuffle=False, max_len=model.config.max_len):  # BLEU still sees every pair
+        batch = batch.to(device)
+        with autocast():
+            logits = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)  # (B, T, V)
+        total += criterion(logits, batch.tgt_out, reduction="sum").item()
+        nll += F.cross_entropy(logits.float().flatten(0, 1), batch.tgt_out.flatten(), ignore_index=criterion.pad_id, reduction="sum").item()
+        tokens += batch.n_tokens
+    return total / max(tokens, 1), math.exp(min(nll / max(tokens, 1), 50.0))
+
+
+def validate(run: Run, with_bleu: bool) -> tuple[float, float, float | None]:
+    """``(val loss, val perplexity, val BLEU or None)``: BLEU of greedy decoding on ``bleu_val_limit`` sentences."""
+    config, corpus = run.config, run.corpus
+    with fused_attention(run.model):  # no attention weights kept: the fused kernel, faster
+        val_loss, val_ppl = validation_loss(run.model, corpus, "val", run.criterion, config.max_tokens, run.device, run.autocast)
+        if not with_bleu:
+            return val_loss, val_ppl, None
+        scores = decode.evaluate(run.model, "val", corpus=corpus, src_vocab=corpus.src_vocab, tgt_vocab=corpus.tgt_vocab, beam_size=1,
+                                 limit=config.bleu_val_limit, max_output_extra=config.max_output_extra)  # fmt: skip
+    return val_loss, val_ppl, scores["bleu"]
+
+
+def end_epoch(run: Run, state: TrainState, last: bool, guard: StepBoundary) -> None:
+    """After an epoch's steps: validate, add the epoch to the history, save ``best.pt`` if it is the best, then ``last.pt``."""
+    val_loss, val_ppl, val_bleu = validate(run, with_bleu=(state.epoch + 1) % run.config.eval_every == 0 or last)
+    entry = {
+        "epoch": state.epoch + 1, "step": state.step, "train_loss": state.epoch_loss / max(state.epoch_tokens, 1),
+        "val_loss": val_loss, "val_ppl": val_ppl, "val_bleu": val_bleu, "lr": run.scheduler.get_last_lr()[0],
+        "tokens_per_s": state.epoch_tokens / max(state.epoch_time_s, 1e-9), "epoch_time_s": state.epoch_time_s,
+        "elapsed_s": run.wall_seconds(state),  # since the run began, every call together
+        "world_size": run.dist.world_size,  # processes that trained it (torchrun): tokens_per_s counts them all
+    }  # fmt: skip
+    if run.writer is not None:
+        log_epoch(run.writer, entry)
+    if run.log:
+        bleu_text = f", val BLEU {val_bleu:.2f}" if val_bleu is not None else ""
+        print(f"epoch {entry['epoch']:>3}  step {state.step:>6}  train loss {entry['train_loss']:.3f}  val loss {val_loss:.3f} "
+              f"(ppl {val_ppl:.1f}){bleu_text}  {entry['tokens_per_s']:,.0f} tok/s", flush=True)  # fmt: skip
+    best = val_bleu is not None and val_bleu > state.best_val_bleu
+    with guard.step():  # the record and the checkpoints change together: Ctrl-C waits until both are saved
+        state.history.append(entry)
+        if best:
+            state.best_val_bleu, state.best_epoch = val_bleu, state.epoch + 1
+        state.epoch, state.batch_in_epoch = state.epoch + 1, 0
+        state.epoch_loss, state.epoch_tokens, state.epoch_time_s = 0.0, 0, 0.0
+        if best and run.dist.is_main:
+            save_checkpoint(checkpoint_dict(run, state, training_state=False), run.best_path)
+        save_last(run, state)
+
+
+# --------------------------------------------------------------------------------------
+# 5. The final test
+# --------------------------------------------------------------------------------------
+
+
+def final_test(run: Run, state: TrainState, stopped: str) -> dict:
+    """Decode the test set with the best weights and the paper's beam; write ``test_hypotheses.txt`` and ``metrics.json``."""
+    import sacrebleu
+
+    config, corpus = run.config, run.corpus
+    model = load_checkpoint(run.best_path, run.device)[0] if run.best_path.is_file() else run.model
+    with fused_attention(model):
+        test = decode.evaluate(
+            model, "test_2016_flickr", corpus=corpus, src_vocab=corpus.src_vocab, tgt_vocab=corpus.tgt_vocab, beam_size=config.beam_size,
+            length_penalty=config.length_penalty, progress=run.progress, max_output_extra=config.max_output_extra,
+        )  # fmt: skip
+    atomic_write_text(run.out / "test_hypotheses.txt", "\n".join(test.pop("hypotheses")) + "\n")
+    test.pop("references", None)
+    # Whole epochs from the history, plus the epoch a time limit stopped inside (its counts are in the state).
+    tokens = sum(h["tokens_per_s"] * h["epoch_time_s"] for h in state.history) + state.epoch_tokens
+    partial = round(state.batch_in_epoch / len(run.batcher), 3) if state.batch_in_epoch else 0  # 0.5: half-way through
+    metrics = {
+        "preset": config.name, "test_2016_flickr": test, "best_epoch": state.best_epoch,
+        "best_val_bleu": state.best_val_bleu if state.best_epoch is not None else None,
+        "epochs": len(state.history) + partial, "epochs_completed": len(state.history), "steps": state.step, "stopped": stopped,
+        "train_time_s": state.train_time_s,  # every call of the run together, evaluation excluded
+        "wall_time_s": run.wall_seconds(state),  # every call together, evaluation included
+        "train_tokens_per_s": tokens / max(state.train_time_s, 1e-9), "parameters": run.model.num_parameters(),
+        "device": device_name(run.device), "autocast": str(run.amp_dtype).replace("torch.", "") if run.amp_dtype is not None else "float32",
+        "world_size": run.dist.world_size, "torch": torch.__version__, "sacrebleu": sacrebleu.__version__, "train_config": config.to_dict(),
+        "corpus": {k: len(v) for k, v in corpus.pairs.items()} | {"src_vocab": len(corpus.src_vocab), "tgt_vocab": len(corpus.tgt_vocab)},
+    }  # fmt: skip
+    atomic_write_json(run.out / "metrics.json", metrics)
+    if run.log:
+        print(f"test_2016_flickr: sacreBLEU {test['bleu']:.2f} ({test['signature']}); "
+              f"tutorial BLEU (lowercased, tokenized) {test['tutorial_bleu']:.2f}", flush=True)  # fmt: skip
+    return metrics
+
+
+# --------------------------------------------------------------------------------------
+# 6. The whole run
+# --------------------------------------------------------------------------------------
+
+
+def prepare_corpus_for(
+    config: "TrainConfig | str | None" = None, data_dir: str | os.PathLike | None = None, progress: bool = True, limit: int | None = None
+) -> "Corpus":
+    """The corpus a run with ``config`` trains on: :func:`~transformer_lessons.data.prepare_corpus`
+    with the config's ``min_freq``, ``drop_longer_than``, ``limit`` and ``bpe_merges`` (``limit`` here overrides the config's)."""
+    from transformer_lessons.data import prepare_corpus
+
+    config = get_train_config(config)
+    return prepare_corpus(
+        data_dir, min_freq=config.min_freq, drop_longer_than=config.drop_longer_than, limit=limit if limit is not None else config.limit,
+        progress=progress, bpe_merges=config.bpe_merges,
+    )  # fmt: skip
+
+
+def check_corpus(corpus: "Corpus", config: TrainConfig) -> None:
+    """Refuse a corpus without train/val; warn when it was prepared otherwise or holds pairs too long for the model."""
+    for split in ("train", "val"):
+        if split not in corpus.pairs:
+            raise ValueError(f"the corpus has no {split!r} split; prepare it with splits including {split!r}")
+    info = {("drop_longer_than" if k == "max_len" else k): v for k, v in corpus.info.items()}  # corpora saved before the rename
+    made = {k: info[k] for k in ("min_freq", "drop_longer_than", "limit", "bpe_merges") if k in info}
+    differs = {k: (v, getattr(config, k)) for k, v in made.items() if v != getattr(config, k)}
+    if differs:  # a corpus prepared elsewhere (e.g. --corpus on a GPU machine) records how it was made
+        detail = ", ".join(f"{k}={v!r} (config: {c!r})" for k, (v, c) in differs.items())
+        warnings.warn(f"the corpus was prepared with {detail}; training on it as it is. For the config's settings, prepare it with "
+                      f"prepare_corpus_for(config) (command line: prepare --preset {config.name})", stacklevel=3)  # fmt: skip
+    for split in ("train", "val"):
+        if skipped := corpus.too_long(split, config.model.max_len):
+            warnings.warn(
+                f"{skipped} {split} pair(s) have a side of {config.model.max_len} or more tokens, more than the model's "
+                f"max_len={config.model.max_len} holds with <bos>/<eos>; they are left out of "
+                f"{'training' if split == 'train' else 'the validation loss (BLEU still translates them, cut to fit)'}. "
+                "Raise model.max_len, or set drop_longer_than to filter the training data.",
+                stacklevel=3,
+            )
+
+
+def train_epochs(run: Run, state: TrainState) -> str:
+    """Epochs until ``config.epochs``, the time limit or ``max_steps``; why it stopped. Ctrl-C/SIGTERM save at a step boundary."""
+    config, stopped = run.config, "done"
+    with run.dist.step_boundary() as guard:
+        try:
+            while state.epoch < config.epochs and stopped == "done":
+                stopped = run_epoch(run, state, guard)
+                if stopped != "done":  # inside an epoch: keep its position, do not log it as an epoch
+                    save_last(run, state)
+                    if stopped == "time_limit" and run.log:
+                        print(f"time limit: {state.train_time_s / 60:.1f} min of training (max_minutes={config.max_minutes}) used up in "
+                              f"epoch {state.epoch + 1} after {state.batch_in_epoch}/{len(run.batcher)} batches, step {state.step}; "
+                              f"saved {run.last_path}", flush=True)  # fmt: skip
+                    break
+                if run.dist.stop_here(run.time_is_up(state, _clock()), guard):
+                    stopped = "time_limit"  # the budget ended with this epoch: evaluate it as the last one
+                end_epoch(run, state, last=state.epoch + 1 == config.epochs or stopped != "done", guard=guard)
+                if stopped == "time_limit" and run.log:
+                    print(f"time limit: {state.train_time_s / 60:.1f} min of training (max_minutes={config.max_minutes}) used up "
+                          f"after epoch {state.epoch}", flush=True)  # fmt: skip
+        except StopRequested as stop:
+            _save_on_stop(run, state, stop)
+            if stop.signum == signal.SIGTERM:
+                raise SystemExit(128 + signal.SIGTERM) from None
+            raise
+        except KeyboardInterrupt:
+            _save_on_stop(run, state, None)
+            raise
+    return stopped
+
+
+def _save_on_stop(run: Run, state: TrainState, stop: StopRequested | None) -> None:
+    if not run.dist.is_main:
+        return  # rank 0 saves and says so
+    if stop is not None and stop.mid_step:
+        print(f"\nstopped in the middle of step {state.step + 1}: {run.last_path} was not overwritten; run again with resume to "
+              "continue from it", flush=True)  # fmt: skip
+        return
+    save_last(run, state)
+    print(f"\ninterrupted: saved {run.last_path} (step {state.step}); run again with resume to continue", flush=True)
+
+
+def train(
+    config: TrainConfig | str | None = None,
+    corpus: "Corpus | None" = None,
+    out_dir: str | os.PathLike | None = None,
+    device: str | torch.device | None = None,
+    resume: bool = True,
+    progress: bool = True,
+    max_minutes: float | None = None,
+    max_steps: int | None = None,
+    data_dir: str | os.PathLike | None = None,
+    evaluate_test: bool = True,
+    log: bool | None = None,
+    tensorboard: bool | str | os.PathLike | None = None,
+) -> dict:
+    """Train a German→English Transformer on Multi30k and evaluate it.
+
+    Each epoch: one pass over the shuffled training batches (:func:`train_step`),
+    then the validation loss, and every ``eval_every`` epochs the validation BLEU
+    of greedy decoding. ``out_dir`` (default ``runs/<name>``) receives ``last.pt``
+    (everything needed to resume) after every epoch, ``best.pt`` (the weights with
+    the best validation BLEU), ``history.json``, and at the end ``metrics.json``
+    with the test BLEU of ``best.pt`` (beam ``config.beam_size``) and ``test_hypotheses.txt``.
+
+    Nothing is lost and nothing untrue is recorded:
+
+    - ``resume`` (default) continues the run in ``out_dir`` exactly where it stopped;
+      it refuses other settings except the epochs, the time limit and the evaluation.
+    - Ctrl-C or SIGTERM stops at a step boundary and saves ``last.pt``: the resumed
+      run is the uninterrupted one, weight for weight.
+    - A NaN or infinite loss stops the run (:class:`DivergedError`) and keeps the last good checkpoint.
+    - A second run in the same ``out_dir`` is refused (:class:`RunInUseError`).
+
+    Under ``torchrun --nproc_per_node=N``, N processes share every batch (DDP, :mod:`.distributed`).
+
+    Args:
+        config: a :class:`TrainConfig`, a preset name, or ``None`` for :func:`compute_mode`'s preset.
+        corpus: a prepared corpus (default: :func:`prepare_corpus_for` the config, from ``data_dir``).
+        device: ``"cpu"``, ``"cuda"``, … (default: CUDA if available).
+        progress: progress bars. ``log``: one line per epoch (default: as ``progress``).
+        max_minutes: overrides ``config.max_minutes``; counts training time over every resumed call.
+        max_steps: stop after this many updates (without the test); resume later.
+        evaluate_test: run the final test (when the corpus has ``test_2016_flickr``).
+        tensorboard: also log to TensorBoard (:mod:`.tensorboard`): ``True`` into
+            ``<out_dir>/tensorboard``, or a folder. Needs the optional extra
+            (``pip install "transformer-lessons[tensorboard]"``); refused at once without it.
+
+    Returns:
+        ``history``, ``step``, ``best_epoch``, ``best_val_bleu``, ``train_time_s``,
+        ``stopped`` (``"done"``, ``"time_limit"`` or ``"max_steps"``), ``out_dir``,
+        ``test`` (the scores, or ``None``) and ``metrics``.
+    """
+    config = get_train_config(config)
+    config = config.replace(max_minutes=max_minutes) if max_minutes is not None else config
+    if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
+        raise ValueError(f"max_steps must be a whole number >= 1 or None, got {max_steps!r}")
+    check_tensorboard(tensorboard)  # a missing extra is said before any data or training work
+    with process_group(device) as (dist, device):  # under torchrun: this process's rank, its device, the process group
+        if not dist.is_main:
+            progress = log = False  # rank 0 speaks for the run
+        out = make_out_dir(out_dir if out_dir is not None else default_out_dir(config.name))
+        with main_only(dist, run_lock(out)):  # one writer per run folder: rank 0
+            last = out / "last.pt"
+            saved = read_resumable(last, config, device) if resume and last.is_file() else None
+            if corpus is None:
+                corpus = prepare_corpus_for(config, data_dir, progress)
+            check_corpus(corpus, config)
+            log = progress if log is None else log
+            run = build_run(config, corpus, out, device, dist, max_steps=max_steps, progress=progress, log=log)
+            state = restore(run, saved) if saved is not None else TrainState()
+            if saved is not None and log:
+                print(f"resuming {last}: epoch {state.epoch + 1}, step {state.step}", flush=True)
+            log_dir = tensorboard_dir(tensorboard, out)
+            run.writer = open_writer(log_dir, state.step) if log_dir is not None and dist.is_main else None
+            try:
+                stopped = train_epochs(run, state)
+                return _finish(run, state, stopped, evaluate_test)
+            finally:
+                if run.writer is not None:
+                    run.writer.close()
+
+
+def _finish(run: Run, state: TrainState, stopped: str, evaluate_test: bool) -> dict:
+    """What :func:`train` returns, after the final test when the run ended and the corpus has a test set."""
+    result = {
+        "history": state.history, "step": state.step, "best_epoch": state.best_epoch,
+        "best_val_bleu": state.best_val_bleu if state.best_epoch is not None else None,
+        "train_time_s": state.train_time_s, "stopped": stopped, "out_dir": str(run.out), "test": None,
+    }  # fmt: skip
+    if stopped != "max_steps" and evaluate_test and "test_2016_flickr" in run.corpus.text and run.dist.is_main:
+        result["metrics"] = final_test(run, state, stopped)
+        result["test"] = result["metrics"]["test_2016_flickr"]
+        if run.writer is not None:
+            log_test(run.writer, state.step, result["test"])
+    return result
+
+
+__all__ = [
+    "Run", "TrainState", "build_run", "check_corpus", "checkpoint_dict", "end_epoch", "final_test", "prepare_corpus_for",
+    "read_resumable", "restore", "run_epoch", "save_last", "train", "train_epochs", "validate", "validation_loss",
+]  # fmt: skip
