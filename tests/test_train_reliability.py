@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import math
 import os
+import re
 import signal
 from pathlib import Path
 
@@ -291,6 +292,20 @@ def test_checkpoint_errors_say_what_the_file_is_not(tmp_path):
     for name, message in cases.items():
         with pytest.raises(CheckpointError, match=message):
             load_checkpoint(tmp_path / name, device="cpu")
+
+
+@pytest.mark.parametrize(
+    "change, problem",
+    [({"n_heads": 3}, r"d_model \(32\) must be divisible by n_heads \(3\)"), ({"positional": "banana"}, r"positional must be .*'banana'")],
+)
+def test_a_checkpoint_whose_config_builds_no_model_is_named(tmp_path, corpus, change, problem):
+    ckpt = {
+        "format": "transformer_lessons.checkpoint", "version": 1, "model_config": TOY_CONFIG.model.to_dict() | change,
+        "src_vocab": corpus.src_vocab.to_dict(), "tgt_vocab": corpus.tgt_vocab.to_dict(), "model": {},
+    }  # fmt: skip
+    torch.save(ckpt, tmp_path / "odd.pt")
+    with pytest.raises(CheckpointError, match=rf"^{re.escape(str(tmp_path / 'odd.pt'))}: its model config cannot build a model \({problem}.*\); the file is damaged.*train it again"):
+        load_checkpoint(tmp_path / "odd.pt", device="cpu")
 
 
 def test_the_beam_is_bounded():

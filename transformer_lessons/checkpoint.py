@@ -135,8 +135,8 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device | None =
         (``train_config``, ``step``, ``epoch``, ``history``, ``path``, …).
 
     Raises:
-        CheckpointError: the file is missing or unreadable, its weights are not
-            finite (the run that wrote it diverged), or they do not fit the model
+        CheckpointError: the file is missing or unreadable, its config builds no
+            model, its weights are not finite (the run that wrote it diverged), or they do not fit the model
             its config describes (the message lists what differs).
     """
     device = torch.device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -147,7 +147,13 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device | None =
         raise CheckpointError(f"{path}: its model config does not match this code's ModelConfig ({err})") from err
     src_vocab = vocab_from_dict(ckpt["src_vocab"], "source")
     tgt_vocab = vocab_from_dict(ckpt["tgt_vocab"], "target")
-    model = Transformer(config, len(src_vocab), len(tgt_vocab))
+    try:
+        model = Transformer(config, len(src_vocab), len(tgt_vocab))
+    except Exception as err:  # a config no model can have (n_heads not dividing d_model, positional='banana', a size < 1)
+        raise CheckpointError(
+            f"{path}: its model config cannot build a model ({err}); the file is damaged or was written by other code: "
+            "train it again, or use another checkpoint"
+        ) from err
     state = dict(ckpt["model"])
     if config.tie_embeddings and "generator.weight" not in state and "tgt_embed.table.weight" in state:
         state["generator.weight"] = state["tgt_embed.table.weight"]  # exports store the tied matrix once
