@@ -311,22 +311,28 @@ def test_a_failed_save_is_one_line_naming_the_file(tmp_path, monkeypatch, capsys
     class Corpus:
         save = staticmethod(no_space(tmp_path / "c.json.gz"))
 
+    full = "No space left on device; free some space and run the same command again\n"
     monkeypatch.setattr(train, "prepare_corpus_for", lambda *args, **kwargs: Corpus())
     assert main(["prepare", "--out", str(tmp_path / "c.json.gz")]) == 1
-    assert capsys.readouterr().err == f"error: {tmp_path / 'c.json.gz'}: No space left on device\n"
+    assert capsys.readouterr().err == f"error: {tmp_path / 'c.json.gz'}: {full}"
 
     monkeypatch.setattr(train, "train", no_space(tmp_path / "run" / "last.pt"))
     assert main(["train", "--preset", "quick", "--out", str(tmp_path / "run")]) == 1
-    assert capsys.readouterr().err == f"error: {tmp_path / 'run' / 'last.pt'}: No space left on device\n"
+    assert capsys.readouterr().err == f"error: {tmp_path / 'run' / 'last.pt'}: {full}"
 
     scores = {"n": 2, "bleu_text": "BLEU = 1.0", "signature": "nrefs:1", "tutorial_bleu": 1.0, "hypotheses": ["a", "b"], "references": ["a", "b"]}
     monkeypatch.setattr(decode, "evaluate", lambda *args, **kwargs: scores)
     (tmp_path / "model.pt").write_bytes(b"")
+
+    def write_fails(self, *args, **kwargs):  # what a full disk does to write(): an OSError that names no file
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", write_fails)
     for option in ("--output", "--json"):
-        monkeypatch.setattr(cli, "atomic_write_text", no_space(tmp_path / "out.txt"))
         assert main(["evaluate", "--checkpoint", str(tmp_path / "model.pt"), option, str(tmp_path / "out.txt")]) == 1
         out, err = capsys.readouterr()
-        assert "signature: nrefs:1" in out and err == f"error: {tmp_path / 'out.txt'}: No space left on device\n"
+        assert "signature: nrefs:1" in out and err == f"error: {tmp_path / 'out.txt'}: {full}", "the file asked for, not its temporary name"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.pt"], "no temporary file is left"
 
 
 def test_errors_the_package_raises_are_one_line(tmp_path, monkeypatch, capsys):

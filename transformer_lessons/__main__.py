@@ -30,6 +30,7 @@ Exit status:
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import math
 import os
@@ -531,8 +532,10 @@ COMMANDS = {"prepare": cmd_prepare, "train": cmd_train, "translate": cmd_transla
 
 
 def describe_os_error(err: OSError) -> str:
-    """``<file>: <reason>`` (e.g. ``runs/quick/last.pt: No space left on device``); the reason alone when no file is named."""
+    """``<file>: <reason>`` (e.g. ``runs/quick/last.pt: No space left on device; free some space ...``); the reason alone when no file is named."""
     reason = err.strerror or str(err)
+    if err.errno == errno.ENOSPC:  # the file it would have replaced is intact (atomic writes): say what to do
+        reason += "; free some space and run the same command again"
     return f"{err.filename}: {reason}" if err.filename is not None else reason
 
 

@@ -9,11 +9,16 @@ random part, so two processes writing the same file never share it.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
 from pathlib import Path
 from typing import Any, Callable
+
+
+#: What a write to a file fails with when the disk (not the caller) is the problem: full, over quota, too big, broken, read-only.
+WRITE_ERRNOS = frozenset({errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EFBIG, errno.EIO, errno.EROFS})
 
 
 def temporary_name(path: Path) -> Path:
@@ -26,7 +31,11 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], Any]) -> Path:
 
     The folder is created if needed. On any failure (an ``OSError`` such as a full
     disk, an exception from ``write``, Ctrl-C) the temporary file is deleted and
-    the exception goes on; ``path`` keeps whatever it held before.
+    the exception goes on; ``path`` keeps whatever it held before. An ``OSError``
+    of the file system names ``path`` (its ``filename``), not the temporary file
+    nobody asked for: a failed ``write()`` names no file at all, and "No space
+    left on device" alone does not say which file was not written. (Other
+    errors, such as a network reset inside ``write``, are left as they are.)
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -34,6 +43,11 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], Any]) -> Path:
     try:
         write(tmp)
         os.replace(tmp, path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        if (err.filename is None and err.errno in WRITE_ERRNOS) or str(err.filename) == str(tmp):
+            err.filename, err.filename2 = str(path), None
+        raise
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
