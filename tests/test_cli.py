@@ -335,6 +335,35 @@ def test_a_failed_save_is_one_line_naming_the_file(tmp_path, monkeypatch, capsys
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.pt"], "no temporary file is left"
 
 
+@pytest.mark.parametrize("failure", ["torch", "oserror"])
+def test_a_full_disk_while_train_saves_is_one_line_and_keeps_last_pt(tmp_path, toy_corpus_file, monkeypatch, capsys, failure):
+    import torch
+
+    out = tmp_path / "run"
+    args = ["train", "--preset", "quick", "--corpus", str(toy_corpus_file), "--out", str(out), "--quiet", "--device", "cpu"]
+    assert main(args + ["--max-steps", "2"]) == 0
+    before = (out / "last.pt").read_bytes()
+    capsys.readouterr()
+
+    def full_disk(obj, f, *rest, **kwargs):
+        Path(f).write_bytes(b"PK half a checkpoint")
+        if failure == "torch":  # what torch.save raises when a write fails in its zip writer
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . PytorchStreamWriter failed writing file data/0: file write failed")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    assert main(args + ["--max-steps", "4"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: {out / 'last.pt'}: ") and "Traceback" not in err, err
+    assert "free some space and run the same command again" in err
+    if failure == "torch":
+        assert "PytorchStreamWriter failed writing file data/0: file write failed" in err and "the disk is full" in err
+        assert "MB are free there" in err and "the earlier last.pt is intact" in err
+    monkeypatch.undo()
+    assert (out / "last.pt").read_bytes() == before, "the previous checkpoint is intact"
+    assert sorted(p.name for p in out.iterdir()) == [".run.lock", "history.json", "last.pt"], "no temporary file is left"
+
+
 def test_errors_the_package_raises_are_one_line(tmp_path, monkeypatch, capsys):
     from transformer_lessons import errors, train
     from transformer_lessons.pretrained import PretrainedError

@@ -156,6 +156,32 @@ def test_temporary_names_are_unique_and_a_failed_save_leaves_nothing(tmp_path, m
     assert not (tmp_path / "x.txt").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["last.pt"]
 
 
+def test_an_export_on_a_full_disk_names_the_file_and_keeps_the_old_one(tmp_path, monkeypatch):
+    from transformer_lessons.checkpoint import CHECKPOINT_FORMAT, export_for_inference
+
+    ckpt = {"format": CHECKPOINT_FORMAT, "version": 1, "model_config": {}, "src_vocab": {}, "tgt_vocab": {}, "model": {"w": torch.ones(2)}}
+    torch.save(ckpt, tmp_path / "best.pt")
+    export_for_inference(tmp_path / "best.pt", tmp_path / "small.pt")
+    before = (tmp_path / "small.pt").read_bytes()
+    real_save = torch.save
+
+    def full_disk(obj, f, *args, **kwargs):
+        real_save(obj, f)
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598")
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    with pytest.raises(OSError) as info:
+        export_for_inference(tmp_path / "best.pt", tmp_path / "small.pt")
+    assert info.value.filename == str(tmp_path / "small.pt") and isinstance(info.value.__cause__, RuntimeError)
+    assert re.match(r"could not be written, PyTorch's writer failed \(unexpected pos 704 vs 598\): most likely the disk is full "
+                    r"\(with the partial file removed, [0-9,]+ MB are free there\)\. Nothing was replaced \(the earlier small.pt is intact\); "
+                    r"free some space", info.value.strerror), info.value.strerror  # fmt: skip
+    assert (tmp_path / "small.pt").read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["best.pt", "small.pt"]
+    monkeypatch.setattr(torch, "save", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("some other failure")))
+    with pytest.raises(RuntimeError, match="some other failure"):  # not a write failure: left as it is
+        save_checkpoint({}, tmp_path / "other.pt")
+
+
 def test_an_output_folder_that_is_a_file_or_a_bad_device_is_refused_at_once(tmp_path, monkeypatch):
     import transformer_lessons.train as t
 
