@@ -122,6 +122,23 @@ def test_an_unreadable_last_checkpoint_is_a_user_error(tmp_path, toy_corpus_file
     assert err.startswith("error: cannot resume") and "--no-resume" in err and f"delete {tmp_path / 'last.pt'}" in err
 
 
+@pytest.mark.parametrize("missing", ["val", "train"])
+def test_a_saved_corpus_without_a_split_is_one_line(tmp_path, capsys, missing):
+    corpus = toy_corpus()
+    for table in (corpus.pairs, corpus.text, corpus.tokens):
+        del table[missing]
+    corpus.save(tmp_path / "partial.json.gz")
+    assert main(["train", "--preset", "quick", "--corpus", str(tmp_path / "partial.json.gz"), "--out", str(tmp_path / "run"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    others = ", ".join(repr(s) for s in ("train", "val", "test_2016_flickr") if s != missing)
+    assert err == (
+        f"error: the corpus {tmp_path / 'partial.json.gz'} has no {missing!r} split (it has {others}): a run trains on 'train' and "
+        "validates on 'val'. Make the corpus again with every split: python -m transformer_lessons prepare --out "
+        f"{tmp_path / 'partial.json.gz'} (in Python: prepare_corpus_for(config).save(path))\n"
+    )
+    assert not (tmp_path / "run").exists(), "refused before the run folder was made"
+
+
 # --- Every option is checked before any work; each mistake is one line on stderr and exit status 2.
 
 

@@ -50,7 +50,7 @@ from transformer_lessons.checkpoint import (
 from transformer_lessons.config import TRAIN_PRESETS, ModelConfig, TrainConfig, get_train_config
 from transformer_lessons.decode import fused_attention
 from transformer_lessons.distributed import Distributed, ShardedLoss, main_only, process_group
-from transformer_lessons.errors import CheckpointError, DivergedError, ResumeMismatchError
+from transformer_lessons.errors import CheckpointError, DataError, DivergedError, ResumeMismatchError
 from transformer_lessons.hardware import autocast_dtype, autocast_for, device_name, resolve_device
 from transformer_lessons.interrupt import StepBoundary, StopRequested
 from transformer_lessons.loss import LabelSmoothingLoss, smoothed_targets
@@ -515,11 +515,24 @@ def prepare_corpus_for(
     )  # fmt: skip
 
 
+def require_splits(corpus: "Corpus", source: str | os.PathLike | None = None) -> None:
+    """Refuse a corpus without the splits a run needs, ``train`` and ``val``: :class:`DataError` naming what is missing.
+
+    ``source``: the file the corpus was loaded from, named in the message.
+    """
+    missing = [split for split in ("train", "val") if split not in corpus.pairs]
+    if missing:
+        has = ", ".join(map(repr, corpus.pairs)) or "none"
+        raise DataError(
+            f"the corpus{f' {source}' if source else ''} has no {' and no '.join(map(repr, missing))} split (it has {has}): a run "
+            f"trains on 'train' and validates on 'val'. Make the corpus again with every split: python -m transformer_lessons "
+            f"prepare --out {source or 'FILE'} (in Python: prepare_corpus_for(config).save(path))"
+        )
+
+
 def check_corpus(corpus: "Corpus", config: TrainConfig) -> None:
     """Refuse a corpus without train/val; warn when it was prepared otherwise or holds pairs too long for the model."""
-    for split in ("train", "val"):
-        if split not in corpus.pairs:
-            raise ValueError(f"the corpus has no {split!r} split; prepare it with splits including {split!r}")
+    require_splits(corpus)
     info = {("drop_longer_than" if k == "max_len" else k): v for k, v in corpus.info.items()}  # corpora saved before the rename
     made = {k: info[k] for k in ("min_freq", "drop_longer_than", "limit", "bpe_merges") if k in info}
     differs = {k: (v, getattr(config, k)) for k, v in made.items() if v != getattr(config, k)}
@@ -681,6 +694,6 @@ __all__ = [
     "ModelConfig", "Run", "TrainConfig", "TrainState", "autocast_dtype", "autocast_for", "build_run", "check_corpus",
     "checkpoint_dict", "default_out_dir", "end_epoch", "export_for_inference", "final_test", "fused_attention",
     "get_train_config", "load_checkpoint", "make_optimizer", "noam_rate", "noam_scheduler", "prepare_corpus_for",
-    "read_resumable", "restore", "run_epoch", "save_last", "smoothed_targets", "train", "train_epochs", "train_step",
+    "read_resumable", "require_splits", "restore", "run_epoch", "save_last", "smoothed_targets", "train", "train_epochs", "train_step",
     "validate", "validation_loss",
 ]  # fmt: skip
