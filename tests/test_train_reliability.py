@@ -182,6 +182,41 @@ def test_an_export_on_a_full_disk_names_the_file_and_keeps_the_old_one(tmp_path,
         save_checkpoint({}, tmp_path / "other.pt")
 
 
+def test_the_next_run_removes_what_a_killed_save_left_and_nothing_else(tmp_path, corpus, capsys):
+    import subprocess
+    import sys
+
+    run(corpus, tmp_path, max_steps=2)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])  # a process that has ended: its pid names a dead writer
+    dead.wait()
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        stale = tmp_path / f".last.pt.{dead.pid}.0badc0de.tmp"  # what a save killed mid-write leaves
+        stale.write_bytes(b"PK" + bytes(2_000_000))
+        kept = [
+            tmp_path / f".best.pt.{alive.pid}.0123abcd.tmp",  # a writer still running
+            tmp_path / ".last.pt.tmp", tmp_path / "notes.tmp", tmp_path / f".last.pt.{dead.pid}.xyz.tmp",  # not the writer's names
+            tmp_path / "tensorboard" / f".events.{dead.pid}.0badc0de.tmp",  # not directly in the run folder
+        ]  # fmt: skip
+        for path in kept:
+            path.parent.mkdir(exist_ok=True)
+            path.write_text("keep me")
+        capsys.readouterr()
+        run(corpus, tmp_path, max_steps=3, log=True)
+    finally:
+        alive.kill()
+        alive.wait()
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if "temporary" in line]
+    assert lines == [f"removed 1 temporary file(s) that a cut-off save left in {tmp_path} ({stale.name}; 2.0 MB); the checkpoints were not touched"]
+    assert not stale.exists() and all(path.read_text() == "keep me" for path in kept)
+    assert read_checkpoint(tmp_path / "last.pt")["step"] == 3
+    run(corpus, tmp_path, max_steps=4, log=True)  # the writer that was running has ended since
+    out = capsys.readouterr().out
+    assert f"removed 1 temporary file(s) that a cut-off save left in {tmp_path} ({kept[0].name}; 0.0 MB)" in out
+    assert all(path.read_text() == "keep me" for path in kept[1:])
+
+
 def test_an_output_folder_that_is_a_file_or_a_bad_device_is_refused_at_once(tmp_path, monkeypatch):
     import transformer_lessons.train as t
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import secrets
 from pathlib import Path
 from typing import Any, Callable
@@ -21,9 +22,19 @@ from typing import Any, Callable
 WRITE_ERRNOS = frozenset({errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EFBIG, errno.EIO, errno.EROFS})
 
 
+#: The names :func:`temporary_name` makes, and only those: ``.<name>.<pid>.<8 hex digits>.tmp``.
+TEMPORARY_NAME = re.compile(r"\.(?P<name>.+)\.(?P<pid>[0-9]+)\.(?P<random>[0-9a-f]{8})\.tmp")
+
+
 def temporary_name(path: Path) -> Path:
     """A name beside ``path`` that no other writer uses: ``.<name>.<pid>.<random>.tmp``."""
     return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+
+
+def temporary_writer(path: Path) -> int | None:
+    """The process id in ``path``'s name if :func:`temporary_name` made it, else None."""
+    match = TEMPORARY_NAME.fullmatch(Path(path).name)
+    return int(match["pid"]) if match else None
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[Path], Any]) -> Path:
@@ -64,4 +75,4 @@ def atomic_write_json(path: str | os.PathLike, data: Any, indent: int | None = 1
     return atomic_write_text(path, json.dumps(data, indent=indent, ensure_ascii=False))
 
 
-__all__ = ["atomic_write", "atomic_write_json", "atomic_write_text", "temporary_name"]
+__all__ = ["TEMPORARY_NAME", "WRITE_ERRNOS", "atomic_write", "atomic_write_json", "atomic_write_text", "temporary_name", "temporary_writer"]

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from transformer_lessons.atomic import temporary_writer
 from transformer_lessons.errors import RunInUseError, TrainingError
 
 try:
@@ -137,4 +138,43 @@ def run_lock(out: str | os.PathLike) -> Iterator[Path]:
         handle.close()  # closing releases the lock
 
 
-__all__ = ["LOCK_NAME", "course_root", "default_out_dir", "make_out_dir", "run_lock"]
+def _is_running(pid: int) -> bool:
+    """Whether process ``pid`` exists. This one, holding the lock, writes nothing in the folder yet; Windows is not
+    asked (``os.kill(pid, 0)`` would send Ctrl-C there), and a file another process holds open cannot be removed there."""
+    if os.name == "nt" or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)  # signal 0: no signal, only the question
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError: it exists, as another user's
+        return True
+    return True
+
+
+def remove_stale_temporary_files(out: str | os.PathLike) -> list[tuple[str, int]]:
+    """Remove what saves cut off (a killed process, a power cut) left in the run folder ``out``; call it holding :func:`run_lock`.
+
+    Only files named as the atomic writer names its temporary files
+    (:data:`~transformer_lessons.atomic.TEMPORARY_NAME`, ``.last.pt.<pid>.<hex>.tmp``),
+    directly in ``out``, whose process is no longer running: the lock makes this
+    run the folder's only writer, and a writer still running keeps its file.
+
+    Returns:
+        ``(name, size in bytes)`` of each file removed.
+    """
+    removed = []
+    for path in sorted(Path(out).iterdir()):
+        pid = temporary_writer(path)
+        if pid is None or not path.is_file() or path.is_symlink() or _is_running(pid):
+            continue
+        try:
+            size = path.stat().st_size
+            path.unlink()
+        except OSError:  # gone already, or held open (Windows): leave it
+            continue
+        removed.append((path.name, size))
+    return removed
+
+
+__all__ = ["LOCK_NAME", "course_root", "default_out_dir", "make_out_dir", "remove_stale_temporary_files", "run_lock"]

@@ -55,7 +55,7 @@ from transformer_lessons.hardware import autocast_dtype, autocast_for, device_na
 from transformer_lessons.interrupt import StepBoundary, StopRequested
 from transformer_lessons.loss import LabelSmoothingLoss, smoothed_targets
 from transformer_lessons.model import Transformer
-from transformer_lessons.rundir import default_out_dir, make_out_dir, run_lock
+from transformer_lessons.rundir import default_out_dir, make_out_dir, remove_stale_temporary_files, run_lock
 from transformer_lessons.schedule import noam_rate, noam_scheduler
 from transformer_lessons.scheduled_sampling import scheduled_inputs, scheduled_probability, step_generator
 from transformer_lessons.tensorboard import check_tensorboard, log_epoch, log_step, log_test, open_writer, tensorboard_dir
@@ -654,6 +654,8 @@ def train(
             progress = log = False  # rank 0 speaks for the run
         out = make_out_dir(out_dir if out_dir is not None else default_out_dir(config.name))
         with main_only(dist, run_lock(out)):  # one writer per run folder: rank 0
+            if dist.is_main:
+                _remove_stale_temporary_files(out, progress if log is None else log)
             last = out / "last.pt"
             saved = read_resumable(last, config, device) if resume and last.is_file() else None
             if corpus is None:
@@ -672,6 +674,15 @@ def train(
             finally:
                 if run.writer is not None:
                     run.writer.close()
+
+
+def _remove_stale_temporary_files(out: Path, log: bool) -> None:
+    """Remove the temporary files that saves cut off left in ``out`` (:mod:`.rundir`); say so in one line."""
+    removed = remove_stale_temporary_files(out)
+    if removed and log:
+        names = ", ".join(name for name, _ in removed[:3]) + (" …" if len(removed) > 3 else "")
+        print(f"removed {len(removed)} temporary file(s) that a cut-off save left in {out} ({names}; "
+              f"{sum(size for _, size in removed) / 1e6:.1f} MB); the checkpoints were not touched", flush=True)  # fmt: skip
 
 
 def _finish(run: Run, state: TrainState, stopped: str, evaluate_test: bool) -> dict:
