@@ -139,6 +139,15 @@ def test_a_saved_corpus_without_a_split_is_one_line(tmp_path, capsys, missing):
     assert not (tmp_path / "run").exists(), "refused before the run folder was made"
 
 
+def test_a_run_folder_without_last_pt_is_one_line(tmp_path, toy_corpus_file, capsys):
+    (tmp_path / "best.pt").write_bytes(b"an earlier run's model")
+    (tmp_path / "history.json").write_text("[]")
+    assert main(["train", "--preset", "quick", "--corpus", str(toy_corpus_file), "--out", str(tmp_path), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {tmp_path} holds best.pt and history.json of an earlier run but no last.pt") and err.count("\n") == 1
+    assert "--out" in err and "--no-resume" in err and (tmp_path / "best.pt").read_bytes() == b"an earlier run's model"
+
+
 # --- Every option is checked before any work; each mistake is one line on stderr and exit status 2.
 
 

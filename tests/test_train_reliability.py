@@ -250,6 +250,26 @@ def test_resume_refuses_other_settings_and_names_them(tmp_path, corpus, change, 
     assert (tmp_path / "last.pt").read_bytes() == before, "the refused call wrote nothing"
 
 
+def test_a_run_folder_without_last_pt_is_not_silently_replaced(tmp_path, corpus, monkeypatch):
+    import transformer_lessons.train as t
+
+    run(corpus, tmp_path, TOY_CONFIG.replace(epochs=1))
+    (tmp_path / "last.pt").unlink()  # moved away, or only best.pt was copied
+    before = {name: (tmp_path / name).read_bytes() for name in ("best.pt", "history.json")}
+    with monkeypatch.context() as patch:
+        patch.setattr(t, "prepare_corpus_for", lambda *a, **k: pytest.fail("refused before any data work"))
+        with pytest.raises(TrainingError) as info:
+            train(TOY_CONFIG, None, out_dir=tmp_path, device="cpu", progress=False)
+    assert str(info.value) == (
+        f"{tmp_path} holds best.pt and history.json of an earlier run but no last.pt to resume it from: a new run would replace them. "
+        "Move them (or the folder) away, or give this run another output folder (out_dir=..., command line --out); "
+        "to start over there and replace them, pass resume=False (command line --no-resume)"
+    )
+    assert {name: (tmp_path / name).read_bytes() for name in before} == before, "nothing lost"
+    result = run(corpus, tmp_path, TOY_CONFIG.replace(epochs=1), resume=False)  # asked for: it starts over
+    assert result["step"] > 0 and (tmp_path / "last.pt").is_file()
+
+
 def test_resume_accepts_more_epochs_time_and_other_evaluation(tmp_path, corpus):
     run(corpus, tmp_path, TOY_CONFIG.replace(epochs=1))
     changed = TOY_CONFIG.replace(epochs=2, max_minutes=30.0, eval_every=2, beam_size=1, bleu_val_limit=5, max_output_extra=3, length_penalty=1.0)

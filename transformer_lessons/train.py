@@ -50,7 +50,7 @@ from transformer_lessons.checkpoint import (
 from transformer_lessons.config import TRAIN_PRESETS, ModelConfig, TrainConfig, get_train_config
 from transformer_lessons.decode import fused_attention
 from transformer_lessons.distributed import Distributed, ShardedLoss, main_only, process_group
-from transformer_lessons.errors import CheckpointError, DataError, DivergedError, ResumeMismatchError
+from transformer_lessons.errors import CheckpointError, DataError, DivergedError, ResumeMismatchError, TrainingError
 from transformer_lessons.hardware import autocast_dtype, autocast_for, device_name, resolve_device
 from transformer_lessons.interrupt import StepBoundary, StopRequested
 from transformer_lessons.loss import LabelSmoothingLoss, smoothed_targets
@@ -288,6 +288,30 @@ def read_resumable(path: Path, config: TrainConfig, device: torch.device) -> dic
             f"the time limit and the evaluation settings. Resume with the run's settings, or {start_over}"
         )
     return ckpt
+
+
+#: What a run writes besides last.pt, which a run that starts over in the same folder replaces.
+RUN_RECORDS = ("best.pt", "history.json", "metrics.json", "test_hypotheses.txt")
+
+
+def refuse_to_replace(out: Path) -> None:
+    """Refuse to start over (no ``last.pt`` to resume) in a folder that holds an earlier run's records.
+
+    Without ``last.pt`` (deleted, moved, never copied) ``resume`` has nothing to
+    continue, and a fresh run would overwrite ``best.pt`` and ``history.json``
+    at its first epoch. Starting over there must be asked for: ``resume=False``.
+
+    Raises:
+        TrainingError: naming what is there and what to do.
+    """
+    found = [name for name in RUN_RECORDS if (out / name).exists()]
+    if found:
+        listed = found[0] if len(found) == 1 else f"{', '.join(found[:-1])} and {found[-1]}"
+        raise TrainingError(
+            f"{out} holds {listed} of an earlier run but no last.pt to resume it from: a new run would replace them. "
+            "Move them (or the folder) away, or give this run another output folder (out_dir=..., command line --out); "
+            "to start over there and replace them, pass resume=False (command line --no-resume)"
+        )
 
 
 def restore(run: Run, ckpt: dict) -> TrainState:
@@ -657,6 +681,8 @@ def train(
             if dist.is_main:
                 _remove_stale_temporary_files(out, progress if log is None else log)
             last = out / "last.pt"
+            if resume and not last.is_file():
+                refuse_to_replace(out)
             saved = read_resumable(last, config, device) if resume and last.is_file() else None
             if corpus is None:
                 corpus = prepare_corpus_for(config, data_dir, progress)
@@ -705,6 +731,6 @@ __all__ = [
     "ModelConfig", "Run", "TrainConfig", "TrainState", "autocast_dtype", "autocast_for", "build_run", "check_corpus",
     "checkpoint_dict", "default_out_dir", "end_epoch", "export_for_inference", "final_test", "fused_attention",
     "get_train_config", "load_checkpoint", "make_optimizer", "noam_rate", "noam_scheduler", "prepare_corpus_for",
-    "read_resumable", "require_splits", "restore", "run_epoch", "save_last", "smoothed_targets", "train", "train_epochs", "train_step",
+    "read_resumable", "refuse_to_replace", "require_splits", "restore", "run_epoch", "save_last", "smoothed_targets", "train", "train_epochs", "train_step",
     "validate", "validation_loss",
 ]  # fmt: skip
