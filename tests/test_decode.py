@@ -150,6 +150,20 @@ def test_translate_awkward_input(toy):
     assert isinstance(out[0], str)
 
 
+def test_translate_names_a_sentence_that_is_not_valid_unicode(toy, monkeypatch):
+    checkpoint, _ = toy
+    import transformer_lessons.decode as decode
+
+    monkeypatch.setattr(decode, "_resolve", lambda *a, **k: pytest.fail("refused before the model is loaded"))
+    for sentences, index in (("Ein Mann\ud800", 0), (["ein hund .", "Ein Mann\ud800"], 1)):
+        with pytest.raises(ValueError) as info:
+            translate(checkpoint, sentences, device="cpu")
+        message = str(info.value)
+        assert message.startswith(f"sentence {index} ('Ein Mann\\ud800') is not valid Unicode: it holds a lone surrogate '\\ud800' at position 8")
+        assert "Remove it" in message and message.encode("ascii")  # says what to do; prints on any terminal
+        assert info.value.__cause__ is None and info.value.__suppress_context__, "spaCy's UnicodeEncodeError is not chained"
+
+
 def test_translate_with_a_model_and_vocabularies(toy):
     checkpoint, corpus = toy
     from transformer_lessons.train import load_checkpoint
