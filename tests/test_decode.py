@@ -118,6 +118,26 @@ def test_length_penalty_is_gnmt():
     assert length_penalty(25, 0.0) == 1.0
 
 
+def test_beam_search_keeps_its_keyword_and_leaves_the_function_its_name():
+    """beam_search(length_penalty=α), as the notebooks call it, still works; inside it the float goes by ``alpha``, so
+    the module's length_penalty() is not hidden by a float of the same name anywhere but on the line that renames it."""
+    import ast
+    import inspect
+    import textwrap
+
+    from transformer_lessons import beam
+
+    assert inspect.signature(beam.beam_search).parameters["length_penalty"].default == 0.6 and callable(beam.length_penalty)
+    body = ast.parse(textwrap.dedent(inspect.getsource(beam.beam_search))).body[0]
+    reads = [node for node in ast.walk(body) if isinstance(node, ast.Name) and node.id == "length_penalty"]
+    assert len(reads) == 1, "the argument is read once, as alpha = length_penalty"
+    model = random_model(vocab_size=12, seed=1)
+    src = torch.randint(4, 12, (3, 6))
+    _, plain = beam_search(model, src, None, 8, BOS, EOS, beam_size=3, length_penalty=0.0, return_scores=True)
+    _, long = beam_search(model, src, None, 8, BOS, EOS, beam_size=3, length_penalty=1.0, return_scores=True)
+    assert not torch.equal(plain, long), "the keyword reaches the scores"
+
+
 # --------------------------------------------------------------------------------------
 # translate
 # --------------------------------------------------------------------------------------
