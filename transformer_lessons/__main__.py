@@ -435,7 +435,7 @@ def _print_train_result(result: dict) -> None:
 
 def cmd_train(args) -> int:
     from transformer_lessons.distributed import from_environment
-    from transformer_lessons.train import get_train_config, require_splits, train
+    from transformer_lessons.train import get_train_config, train
 
     config = get_train_config(args.preset)
     changes = {
@@ -453,7 +453,7 @@ def cmd_train(args) -> int:
     corpus = None
     if args.corpus:
         corpus = _load_corpus(args.corpus)
-        require_splits(corpus, args.corpus)  # before --limit cuts 'train', which may be the one missing
+        corpus.require_splits(args.corpus)  # before --limit cuts 'train', which may be the one missing
         if config.limit is not None:
             _limit_corpus(corpus, config.limit)
     result = train(

@@ -449,8 +449,7 @@ def translate(
     with a note: a :class:`~transformer_lessons.notes.CourseWarning`, or inside
     ``with collect_notes() as notes:`` (:mod:`transformer_lessons.notes`) an entry
     of ``notes`` instead; anything but a ``str`` or a list/tuple of ``str``
-    raises ``TypeError``; text that is not valid Unicode (a lone surrogate such
-    as ``"\\ud800"``) raises ``ValueError`` naming the sentence.
+    raises ``TypeError``; text with a lone surrogate (``"\\ud800"``) ``ValueError``.
     """
     from transformer_lessons.data import Tokenizer
 

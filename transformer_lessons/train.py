@@ -50,12 +50,12 @@ from transformer_lessons.checkpoint import (
 from transformer_lessons.config import TRAIN_PRESETS, ModelConfig, TrainConfig, get_train_config
 from transformer_lessons.decode import fused_attention
 from transformer_lessons.distributed import Distributed, ShardedLoss, main_only, process_group
-from transformer_lessons.errors import CheckpointError, DataError, DivergedError, ResumeMismatchError, TrainingError
+from transformer_lessons.errors import CheckpointError, DivergedError, ResumeMismatchError
 from transformer_lessons.hardware import autocast_dtype, autocast_for, device_name, resolve_device
 from transformer_lessons.interrupt import StepBoundary, StopRequested
 from transformer_lessons.loss import LabelSmoothingLoss, smoothed_targets
 from transformer_lessons.model import Transformer
-from transformer_lessons.rundir import default_out_dir, make_out_dir, remove_stale_temporary_files, run_lock
+from transformer_lessons.rundir import default_out_dir, make_out_dir, refuse_to_replace, remove_stale_temporary_files, run_lock
 from transformer_lessons.schedule import noam_rate, noam_scheduler
 from transformer_lessons.scheduled_sampling import scheduled_inputs, scheduled_probability, step_generator
 from transformer_lessons.tensorboard import check_tensorboard, log_epoch, log_step, log_test, open_writer, tensorboard_dir
@@ -290,30 +290,6 @@ def read_resumable(path: Path, config: TrainConfig, device: torch.device) -> dic
     return ckpt
 
 
-#: What a run writes besides last.pt, which a run that starts over in the same folder replaces.
-RUN_RECORDS = ("best.pt", "history.json", "metrics.json", "test_hypotheses.txt")
-
-
-def refuse_to_replace(out: Path) -> None:
-    """Refuse to start over (no ``last.pt`` to resume) in a folder that holds an earlier run's records.
-
-    Without ``last.pt`` (deleted, moved, never copied) ``resume`` has nothing to
-    continue, and a fresh run would overwrite ``best.pt`` and ``history.json``
-    at its first epoch. Starting over there must be asked for: ``resume=False``.
-
-    Raises:
-        TrainingError: naming what is there and what to do.
-    """
-    found = [name for name in RUN_RECORDS if (out / name).exists()]
-    if found:
-        listed = found[0] if len(found) == 1 else f"{', '.join(found[:-1])} and {found[-1]}"
-        raise TrainingError(
-            f"{out} holds {listed} of an earlier run but no last.pt to resume it from: a new run would replace them. "
-            "Move them (or the folder) away, or give this run another output folder (out_dir=..., command line --out); "
-            "to start over there and replace them, pass resume=False (command line --no-resume)"
-        )
-
-
 def restore(run: Run, ckpt: dict) -> TrainState:
     """Load ``last.pt``'s weights, optimizer, schedule and random state into ``run``; its :class:`TrainState`."""
     src_vocab, tgt_vocab = run.corpus.src_vocab, run.corpus.tgt_vocab
@@ -539,24 +515,9 @@ def prepare_corpus_for(
     )  # fmt: skip
 
 
-def require_splits(corpus: "Corpus", source: str | os.PathLike | None = None) -> None:
-    """Refuse a corpus without the splits a run needs, ``train`` and ``val``: :class:`DataError` naming what is missing.
-
-    ``source``: the file the corpus was loaded from, named in the message.
-    """
-    missing = [split for split in ("train", "val") if split not in corpus.pairs]
-    if missing:
-        has = ", ".join(map(repr, corpus.pairs)) or "none"
-        raise DataError(
-            f"the corpus{f' {source}' if source else ''} has no {' and no '.join(map(repr, missing))} split (it has {has}): a run "
-            f"trains on 'train' and validates on 'val'. Make the corpus again with every split: python -m transformer_lessons "
-            f"prepare --out {source or 'FILE'} (in Python: prepare_corpus_for(config).save(path))"
-        )
-
-
 def check_corpus(corpus: "Corpus", config: TrainConfig) -> None:
     """Refuse a corpus without train/val; warn when it was prepared otherwise or holds pairs too long for the model."""
-    require_splits(corpus)
+    corpus.require_splits()
     info = {("drop_longer_than" if k == "max_len" else k): v for k, v in corpus.info.items()}  # corpora saved before the rename
     made = {k: info[k] for k in ("min_freq", "drop_longer_than", "limit", "bpe_merges") if k in info}
     differs = {k: (v, getattr(config, k)) for k, v in made.items() if v != getattr(config, k)}
@@ -676,18 +637,15 @@ def train(
     with process_group(device) as (dist, device):  # under torchrun: this process's rank, its device, the process group
         if not dist.is_main:
             progress = log = False  # rank 0 speaks for the run
+        log = progress if log is None else log
         out = make_out_dir(out_dir if out_dir is not None else default_out_dir(config.name))
         with main_only(dist, run_lock(out)):  # one writer per run folder: rank 0
-            if dist.is_main:
-                _remove_stale_temporary_files(out, progress if log is None else log)
+            _check_run_folder(out, dist, resume, log)
             last = out / "last.pt"
-            if resume and not last.is_file():
-                refuse_to_replace(out)
             saved = read_resumable(last, config, device) if resume and last.is_file() else None
             if corpus is None:
                 corpus = prepare_corpus_for(config, data_dir, progress)
             check_corpus(corpus, config)
-            log = progress if log is None else log
             run = build_run(config, corpus, out, device, dist, max_steps=max_steps, progress=progress, log=log)
             state = restore(run, saved) if saved is not None else TrainState()
             if saved is not None and log:
@@ -702,13 +660,13 @@ def train(
                     run.writer.close()
 
 
-def _remove_stale_temporary_files(out: Path, log: bool) -> None:
-    """Remove the temporary files that saves cut off left in ``out`` (:mod:`.rundir`); say so in one line."""
-    removed = remove_stale_temporary_files(out)
+def _check_run_folder(out: Path, dist: Distributed, resume: bool, log: bool) -> None:
+    """Before a run: rank 0 removes what cut-off saves left (and says so); no rank replaces an earlier run without last.pt."""
+    removed = remove_stale_temporary_files(out) if dist.is_main else None
     if removed and log:
-        names = ", ".join(name for name, _ in removed[:3]) + (" …" if len(removed) > 3 else "")
-        print(f"removed {len(removed)} temporary file(s) that a cut-off save left in {out} ({names}; "
-              f"{sum(size for _, size in removed) / 1e6:.1f} MB); the checkpoints were not touched", flush=True)  # fmt: skip
+        print(removed, flush=True)
+    if resume:
+        refuse_to_replace(out)
 
 
 def _finish(run: Run, state: TrainState, stopped: str, evaluate_test: bool) -> dict:
@@ -731,6 +689,6 @@ __all__ = [
     "ModelConfig", "Run", "TrainConfig", "TrainState", "autocast_dtype", "autocast_for", "build_run", "check_corpus",
     "checkpoint_dict", "default_out_dir", "end_epoch", "export_for_inference", "final_test", "fused_attention",
     "get_train_config", "load_checkpoint", "make_optimizer", "noam_rate", "noam_scheduler", "prepare_corpus_for",
-    "read_resumable", "refuse_to_replace", "require_splits", "restore", "run_epoch", "save_last", "smoothed_targets", "train", "train_epochs", "train_step",
+    "read_resumable", "restore", "run_epoch", "save_last", "smoothed_targets", "train", "train_epochs", "train_step",
     "validate", "validation_loss",
 ]  # fmt: skip
