@@ -23,7 +23,8 @@ Exit status:
   ``OSError`` such as a full disk or a folder that became read-only
   (``error: <file>: <reason>``). Free space or fix the folder, then run the same
   command again (training resumes). Not 2, because nothing in the command is wrong.
-  Also ``classroom``'s answer when this machine is not ready for a class without network.
+  Also ``classroom``'s answer when this machine is not ready for a class without network, and, under
+  ``torchrun``, a process's answer when another process of the run stopped (``error: the other process ...``).
 * 130: interrupted with Ctrl-C (training saves ``last.pt`` first and says so).
 """
 
@@ -43,7 +44,7 @@ from pathlib import Path
 from transformer_lessons.atomic import atomic_write_text
 from transformer_lessons.data import SPLITS
 from transformer_lessons.config import MAX_BEAM_SIZE
-from transformer_lessons.errors import CourseError
+from transformer_lessons.errors import CourseError, RankLostError
 from transformer_lessons.hardware import resolve_device
 from transformer_lessons.tensorboard import INSTALL_HINT, TensorBoardMissingError, summary_writer_class
 
@@ -546,7 +547,7 @@ def run_command(args) -> int:
         return COMMANDS[args.command](args)
     except (UserError, CourseError) as err:  # DataError, CheckpointError, TrainingError, ...: messages that say what to do
         print(f"error: {one_line(str(err))}", file=sys.stderr)
-        return EXIT_USER_ERROR
+        return EXIT_FAILURE if isinstance(err, RankLostError) else EXIT_USER_ERROR  # another process failed, not the command
     except OSError as err:  # a full disk, a read-only folder: the machine failed, not the command
         print(f"error: {describe_os_error(err)}", file=sys.stderr)
         return EXIT_FAILURE
