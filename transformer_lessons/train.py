@@ -662,9 +662,9 @@ def train(
 
 def _check_run_folder(out: Path, dist: Distributed, resume: bool, log: bool) -> None:
     """Before a run: rank 0 removes what cut-off saves left (and says so); no rank replaces an earlier run without last.pt."""
-    removed = remove_stale_temporary_files(out) if dist.is_main else None
-    if removed and log:
-        print(removed, flush=True)
+    said = remove_stale_temporary_files(out) if dist.is_main else None
+    if said and log:
+        print(said, flush=True)
     if resume:
         refuse_to_replace(out)
 
