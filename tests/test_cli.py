@@ -122,6 +122,32 @@ def test_an_unreadable_last_checkpoint_is_a_user_error(tmp_path, toy_corpus_file
     assert err.startswith("error: cannot resume") and "--no-resume" in err and f"delete {tmp_path / 'last.pt'}" in err
 
 
+@pytest.mark.parametrize("missing", ["val", "train"])
+def test_a_saved_corpus_without_a_split_is_one_line(tmp_path, capsys, missing):
+    corpus = toy_corpus()
+    for table in (corpus.pairs, corpus.text, corpus.tokens):
+        del table[missing]
+    corpus.save(tmp_path / "partial.json.gz")
+    assert main(["train", "--preset", "quick", "--corpus", str(tmp_path / "partial.json.gz"), "--out", str(tmp_path / "run"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    others = ", ".join(repr(s) for s in ("train", "val", "test_2016_flickr") if s != missing)
+    assert err == (
+        f"error: the corpus {tmp_path / 'partial.json.gz'} has no {missing!r} split (it has {others}): a run trains on 'train' and "
+        "validates on 'val'. Make the corpus again with every split: python -m transformer_lessons prepare --out "
+        f"{tmp_path / 'partial.json.gz'} (in Python: prepare_corpus_for(config).save(path))\n"
+    )
+    assert not (tmp_path / "run").exists(), "refused before the run folder was made"
+
+
+def test_a_run_folder_without_last_pt_is_one_line(tmp_path, toy_corpus_file, capsys):
+    (tmp_path / "best.pt").write_bytes(b"an earlier run's model")
+    (tmp_path / "history.json").write_text("[]")
+    assert main(["train", "--preset", "quick", "--corpus", str(toy_corpus_file), "--out", str(tmp_path), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {tmp_path} holds best.pt and history.json of an earlier run but no last.pt") and err.count("\n") == 1
+    assert "--out" in err and "--no-resume" in err and (tmp_path / "best.pt").read_bytes() == b"an earlier run's model"
+
+
 # --- Every option is checked before any work; each mistake is one line on stderr and exit status 2.
 
 
@@ -313,22 +339,57 @@ def test_a_failed_save_is_one_line_naming_the_file(tmp_path, monkeypatch, capsys
     class Corpus:
         save = staticmethod(no_space(tmp_path / "c.json.gz"))
 
+    full = "No space left on device; free some space and run the same command again\n"
     monkeypatch.setattr(training_run, "prepare_corpus_for", lambda *args, **kwargs: Corpus())
     assert main(["prepare", "--out", str(tmp_path / "c.json.gz")]) == 1
-    assert capsys.readouterr().err == f"error: {tmp_path / 'c.json.gz'}: No space left on device\n"
+    assert capsys.readouterr().err == f"error: {tmp_path / 'c.json.gz'}: {full}"
 
     monkeypatch.setattr(training_run, "train", no_space(tmp_path / "run" / "last.pt"))
     assert main(["train", "--preset", "quick", "--out", str(tmp_path / "run")]) == 1
-    assert capsys.readouterr().err == f"error: {tmp_path / 'run' / 'last.pt'}: No space left on device\n"
+    assert capsys.readouterr().err == f"error: {tmp_path / 'run' / 'last.pt'}: {full}"
 
     scores = {"n": 2, "bleu_text": "BLEU = 1.0", "signature": "nrefs:1", "tutorial_bleu": 1.0, "hypotheses": ["a", "b"], "references": ["a", "b"]}
     monkeypatch.setattr(decode, "evaluate", lambda *args, **kwargs: scores)
     (tmp_path / "model.pt").write_bytes(b"")
+
+    def write_fails(self, *args, **kwargs):  # what a full disk does to write(): an OSError that names no file
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", write_fails)
     for option in ("--output", "--json"):
-        monkeypatch.setattr(cli, "atomic_write_text", no_space(tmp_path / "out.txt"))
         assert main(["evaluate", "--checkpoint", str(tmp_path / "model.pt"), option, str(tmp_path / "out.txt")]) == 1
         out, err = capsys.readouterr()
-        assert "signature: nrefs:1" in out and err == f"error: {tmp_path / 'out.txt'}: No space left on device\n"
+        assert "signature: nrefs:1" in out and err == f"error: {tmp_path / 'out.txt'}: {full}", "the file asked for, not its temporary name"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.pt"], "no temporary file is left"
+
+
+@pytest.mark.parametrize("failure", ["torch", "oserror"])
+def test_a_full_disk_while_train_saves_is_one_line_and_keeps_last_pt(tmp_path, toy_corpus_file, monkeypatch, capsys, failure):
+    import torch
+
+    out = tmp_path / "run"
+    args = ["train", "--preset", "quick", "--corpus", str(toy_corpus_file), "--out", str(out), "--quiet", "--device", "cpu"]
+    assert main(args + ["--max-steps", "2"]) == 0
+    before = (out / "last.pt").read_bytes()
+    capsys.readouterr()
+
+    def full_disk(obj, f, *rest, **kwargs):
+        Path(f).write_bytes(b"PK half a checkpoint")
+        if failure == "torch":  # what torch.save raises when a write fails in its zip writer
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . PytorchStreamWriter failed writing file data/0: file write failed")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    assert main(args + ["--max-steps", "4"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: {out / 'last.pt'}: ") and "Traceback" not in err, err
+    assert "free some space and run the same command again" in err
+    if failure == "torch":
+        assert "PytorchStreamWriter failed writing file data/0: file write failed" in err and "the disk is full" in err
+        assert "MB are free there" in err and "the earlier last.pt is intact" in err
+    monkeypatch.undo()
+    assert (out / "last.pt").read_bytes() == before, "the previous checkpoint is intact"
+    assert sorted(p.name for p in out.iterdir()) == [".run.lock", "history.json", "last.pt"], "no temporary file is left"
 
 
 def test_errors_the_package_raises_are_one_line(tmp_path, monkeypatch, capsys):

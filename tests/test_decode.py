@@ -52,7 +52,7 @@ class ScriptedModel(torch.nn.Module):
 
 def random_model(vocab_size: int = 16, seed: int = 0) -> Transformer:
     torch.manual_seed(seed)
-    config = ModelConfig(n_layers=2, d_model=32, n_heads=4, d_ff=64, dropout=0.0, max_len=40)
+    config = ModelConfig(n_layers=2, d_model=32, n_heads=4, d_ff=64, dropout=0.0, max_len=40, tie_embeddings=False)
     return Transformer(config, vocab_size, vocab_size).eval()
 
 
@@ -118,6 +118,26 @@ def test_length_penalty_is_gnmt():
     assert length_penalty(25, 0.0) == 1.0
 
 
+def test_beam_search_keeps_its_keyword_and_leaves_the_function_its_name():
+    """beam_search(length_penalty=α), as the notebooks call it, still works; inside it the float goes by ``alpha``, so
+    the module's length_penalty() is not hidden by a float of the same name anywhere but on the line that renames it."""
+    import ast
+    import inspect
+    import textwrap
+
+    from transformer_lessons import beam
+
+    assert inspect.signature(beam.beam_search).parameters["length_penalty"].default == 0.6 and callable(beam.length_penalty)
+    body = ast.parse(textwrap.dedent(inspect.getsource(beam.beam_search))).body[0]
+    reads = [node for node in ast.walk(body) if isinstance(node, ast.Name) and node.id == "length_penalty"]
+    assert len(reads) == 1, "the argument is read once, as alpha = length_penalty"
+    model = random_model(vocab_size=12, seed=1)
+    src = torch.randint(4, 12, (3, 6))
+    _, plain = beam_search(model, src, None, 8, BOS, EOS, beam_size=3, length_penalty=0.0, return_scores=True)
+    _, long = beam_search(model, src, None, 8, BOS, EOS, beam_size=3, length_penalty=1.0, return_scores=True)
+    assert not torch.equal(plain, long), "the keyword reaches the scores"
+
+
 # --------------------------------------------------------------------------------------
 # translate
 # --------------------------------------------------------------------------------------
@@ -148,6 +168,20 @@ def test_translate_awkward_input(toy):
     with pytest.warns(UserWarning, match="only their first 31 tokens"):
         out = translate(checkpoint, [long], device="cpu")
     assert isinstance(out[0], str)
+
+
+def test_translate_names_a_sentence_that_is_not_valid_unicode(toy, monkeypatch):
+    checkpoint, _ = toy
+    import transformer_lessons.decode as decode
+
+    monkeypatch.setattr(decode, "_resolve", lambda *a, **k: pytest.fail("refused before the model is loaded"))
+    for sentences, index in (("Ein Mann\ud800", 0), (["ein hund .", "Ein Mann\ud800"], 1)):
+        with pytest.raises(ValueError) as info:
+            translate(checkpoint, sentences, device="cpu")
+        message = str(info.value)
+        assert message.startswith(f"sentence {index} ('Ein Mann\\ud800') is not valid Unicode: it holds a lone surrogate '\\ud800' at position 8")
+        assert "Remove it" in message and message.encode("ascii")  # says what to do; prints on any terminal
+        assert info.value.__cause__ is None and info.value.__suppress_context__, "spaCy's UnicodeEncodeError is not chained"
 
 
 def test_translate_with_a_model_and_vocabularies(toy):

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -20,8 +21,8 @@ import torch
 
 from transformer_lessons.data import make_batch
 from transformer_lessons.ddp_demo import criterion, fresh_model, global_batch, one_process_step, one_step
-from transformer_lessons.distributed import AgreedStepBoundary, Distributed, from_environment, shard_batch
-from transformer_lessons.errors import TrainingError
+from transformer_lessons.distributed import AgreedStepBoundary, Distributed, from_environment, lost_connection, lost_rank_message, shard_batch
+from transformer_lessons.errors import RankLostError, TrainingError
 from transformer_lessons.interrupt import StopRequested
 from transformer_lessons.specials import BOS_ID, EOS_ID, PAD_ID
 
@@ -155,3 +156,51 @@ def test_torchrun_trains_resumes_and_records_world_size(tmp_path):
     assert [h["epoch"] for h in history] == [1, 2] and {h["world_size"] for h in history} == {2}
     assert metrics["world_size"] == 2 and metrics["steps"] == history[-1]["step"] > 3
     assert (out / "best.pt").is_file() and (out / "test_hypotheses.txt").is_file()
+
+
+GLOO_RESET = (
+    "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:17313: Connection reset by peer. "
+    "This is typically caused by a remote worker hanging or bugs in the application. Check the logs of the remote worker before "
+    "reporting an error. GLHF!"
+)  # what rank 0's all-reduce raised when rank 1 was killed (PyTorch 2.x, gloo)
+
+
+def test_a_lost_rank_is_said_in_one_line():
+    assert lost_connection(RuntimeError(GLOO_RESET)) and lost_connection(RuntimeError("... Connection closed by peer [::1]:5"))
+    assert not lost_connection(RuntimeError("mat1 and mat2 shapes cannot be multiplied")) and not lost_connection(ValueError(GLOO_RESET))
+    assert lost_rank_message(Distributed(rank=0, world_size=2), RuntimeError(GLOO_RESET)) == (
+        "the other process of this torchrun run (rank 1) stopped: rank 0 lost its connection to it (Read error [127.0.0.1]:17313: "
+        "Connection reset by peer). Its own output above says why it stopped (an error, killed, out of memory); this process "
+        "stopped too. Run the same command again to resume from the last save"
+    )
+    assert lost_rank_message(Distributed(rank=3, world_size=4), RuntimeError(GLOO_RESET)).startswith("another process of this torchrun run stopped: rank 3")
+
+
+def test_when_one_rank_is_killed_the_other_says_so_in_one_line(tmp_path):
+    from test_train import toy_corpus
+
+    corpus_file, out, logs = tmp_path / "toy.json.gz", tmp_path / "run", tmp_path / "logs"
+    toy_corpus({"train": 3000, "val": 20, "test_2016_flickr": 20}).save(corpus_file)  # epochs of a few seconds
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "--log-dir", str(logs), "--redirects", "3",
+           "-m", "transformer_lessons", "train", "--preset", "quick", "--corpus", str(corpus_file), "--out", str(out), "--device", "cpu",
+           "--quiet", "--epochs", "50", "--no-test"]  # fmt: skip
+    torchrun = subprocess.Popen(cmd, cwd=ROOT, env=os.environ | {"OMP_NUM_THREADS": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not list(logs.glob("*/attempt_0/0/stdout.log")) or "epoch   1" not in next(logs.glob("*/attempt_0/0/stdout.log")).read_text():
+            assert torchrun.poll() is None and time.monotonic() < deadline, "the run should be training"
+            time.sleep(0.5)
+        ranks = {}  # rank -> pid, from the environment torchrun gave each of its processes
+        for pid in subprocess.run(["pgrep", "-P", str(torchrun.pid)], capture_output=True, text=True).stdout.split():
+            environ = dict(v.split(b"=", 1) for v in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if b"=" in v)
+            ranks[int(environ[b"RANK"])] = int(pid)
+        os.kill(ranks[1], signal.SIGKILL)  # rank 1 dies in the middle of an epoch, without a word
+        torchrun.communicate(timeout=120)
+    finally:
+        if torchrun.poll() is None:
+            torchrun.kill()
+    assert torchrun.returncode != 0
+    survivor = next(logs.glob("*/attempt_0/0/stderr.log")).read_text()
+    assert survivor.startswith("error: the other process of this torchrun run (rank 1) stopped: rank 0 lost its connection to it ("), survivor
+    assert survivor.count("\n") == 1 and "[rank0]" not in survivor and "Traceback" not in survivor, survivor
+    assert (out / "last.pt").is_file(), "the epochs saved before are kept"

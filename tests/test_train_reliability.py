@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import math
 import os
+import re
 import signal
 from pathlib import Path
 
@@ -156,6 +157,67 @@ def test_temporary_names_are_unique_and_a_failed_save_leaves_nothing(tmp_path, m
     assert not (tmp_path / "x.txt").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["last.pt"]
 
 
+def test_an_export_on_a_full_disk_names_the_file_and_keeps_the_old_one(tmp_path, monkeypatch):
+    from transformer_lessons.checkpoint import CHECKPOINT_FORMAT, export_for_inference
+
+    ckpt = {"format": CHECKPOINT_FORMAT, "version": 1, "model_config": {}, "src_vocab": {}, "tgt_vocab": {}, "model": {"w": torch.ones(2)}}
+    torch.save(ckpt, tmp_path / "best.pt")
+    export_for_inference(tmp_path / "best.pt", tmp_path / "small.pt")
+    before = (tmp_path / "small.pt").read_bytes()
+    real_save = torch.save
+
+    def full_disk(obj, f, *args, **kwargs):
+        real_save(obj, f)
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598")
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    with pytest.raises(OSError) as info:
+        export_for_inference(tmp_path / "best.pt", tmp_path / "small.pt")
+    assert info.value.filename == str(tmp_path / "small.pt") and isinstance(info.value.__cause__, RuntimeError)
+    assert re.match(r"could not be written, PyTorch's writer failed \(unexpected pos 704 vs 598\): most likely the disk is full "
+                    r"\(with the partial file removed, [0-9,]+ MB are free there\)\. Nothing was replaced \(the earlier small.pt is intact\); "
+                    r"free some space", info.value.strerror), info.value.strerror  # fmt: skip
+    assert (tmp_path / "small.pt").read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["best.pt", "small.pt"]
+    monkeypatch.setattr(torch, "save", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("some other failure")))
+    with pytest.raises(RuntimeError, match="some other failure"):  # not a write failure: left as it is
+        save_checkpoint({}, tmp_path / "other.pt")
+
+
+def test_the_next_run_removes_what_a_killed_save_left_and_nothing_else(tmp_path, corpus, capsys):
+    import subprocess
+    import sys
+
+    run(corpus, tmp_path, max_steps=2)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])  # a process that has ended: its pid names a dead writer
+    dead.wait()
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        stale = tmp_path / f".last.pt.{dead.pid}.0badc0de.tmp"  # what a save killed mid-write leaves
+        stale.write_bytes(b"PK" + bytes(2_000_000))
+        kept = [
+            tmp_path / f".best.pt.{alive.pid}.0123abcd.tmp",  # a writer still running
+            tmp_path / ".last.pt.tmp", tmp_path / "notes.tmp", tmp_path / f".last.pt.{dead.pid}.xyz.tmp",  # not the writer's names
+            tmp_path / "tensorboard" / f".events.{dead.pid}.0badc0de.tmp",  # not directly in the run folder
+        ]  # fmt: skip
+        for path in kept:
+            path.parent.mkdir(exist_ok=True)
+            path.write_text("keep me")
+        capsys.readouterr()
+        run(corpus, tmp_path, max_steps=3, log=True)
+    finally:
+        alive.kill()
+        alive.wait()
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if "temporary" in line]
+    assert lines == [f"removed 1 temporary file(s) that a cut-off save left in {tmp_path} ({stale.name}; 2.0 MB); the checkpoints were not touched"]
+    assert not stale.exists() and all(path.read_text() == "keep me" for path in kept)
+    assert read_checkpoint(tmp_path / "last.pt")["step"] == 3
+    run(corpus, tmp_path, max_steps=4, log=True)  # the writer that was running has ended since
+    out = capsys.readouterr().out
+    assert f"removed 1 temporary file(s) that a cut-off save left in {tmp_path} ({kept[0].name}; 0.0 MB)" in out
+    assert all(path.read_text() == "keep me" for path in kept[1:])
+
+
 def test_an_output_folder_that_is_a_file_or_a_bad_device_is_refused_at_once(tmp_path, monkeypatch):
     import transformer_lessons.run as t
 
@@ -187,6 +249,26 @@ def test_resume_refuses_other_settings_and_names_them(tmp_path, corpus, change, 
     with pytest.raises(ResumeMismatchError, match=rf"{named}.*only the epochs, the time limit and the evaluation.*no-resume"):
         run(corpus, tmp_path, TOY_CONFIG.replace(epochs=2, **change))
     assert (tmp_path / "last.pt").read_bytes() == before, "the refused call wrote nothing"
+
+
+def test_a_run_folder_without_last_pt_is_not_silently_replaced(tmp_path, corpus, monkeypatch):
+    import transformer_lessons.run as t
+
+    run(corpus, tmp_path, TOY_CONFIG.replace(epochs=1))
+    (tmp_path / "last.pt").unlink()  # moved away, or only best.pt was copied
+    before = {name: (tmp_path / name).read_bytes() for name in ("best.pt", "history.json")}
+    with monkeypatch.context() as patch:
+        patch.setattr(t, "prepare_corpus_for", lambda *a, **k: pytest.fail("refused before any data work"))
+        with pytest.raises(TrainingError) as info:
+            train(TOY_CONFIG, None, out_dir=tmp_path, device="cpu", progress=False)
+    assert str(info.value) == (
+        f"{tmp_path} holds best.pt and history.json of an earlier run but no last.pt to resume it from: a new run would replace them. "
+        "Move them (or the folder) away, or give this run another output folder (out_dir=..., command line --out); "
+        "to start over there and replace them, pass resume=False (command line --no-resume)"
+    )
+    assert {name: (tmp_path / name).read_bytes() for name in before} == before, "nothing lost"
+    result = run(corpus, tmp_path, TOY_CONFIG.replace(epochs=1), resume=False)  # asked for: it starts over
+    assert result["step"] > 0 and (tmp_path / "last.pt").is_file()
 
 
 def test_resume_accepts_more_epochs_time_and_other_evaluation(tmp_path, corpus):
@@ -292,6 +374,20 @@ def test_checkpoint_errors_say_what_the_file_is_not(tmp_path):
     for name, message in cases.items():
         with pytest.raises(CheckpointError, match=message):
             load_checkpoint(tmp_path / name, device="cpu")
+
+
+@pytest.mark.parametrize(
+    "change, problem",
+    [({"n_heads": 3}, r"d_model \(32\) must be divisible by n_heads \(3\)"), ({"positional": "banana"}, r"positional must be .*'banana'")],
+)
+def test_a_checkpoint_whose_config_builds_no_model_is_named(tmp_path, corpus, change, problem):
+    ckpt = {
+        "format": "transformer_lessons.checkpoint", "version": 1, "model_config": TOY_CONFIG.model.to_dict() | change,
+        "src_vocab": corpus.src_vocab.to_dict(), "tgt_vocab": corpus.tgt_vocab.to_dict(), "model": {},
+    }  # fmt: skip
+    torch.save(ckpt, tmp_path / "odd.pt")
+    with pytest.raises(CheckpointError, match=rf"^{re.escape(str(tmp_path / 'odd.pt'))}: its model config cannot build a model \({problem}.*\); the file is damaged.*train it again"):
+        load_checkpoint(tmp_path / "odd.pt", device="cpu")
 
 
 def test_the_beam_is_bounded():

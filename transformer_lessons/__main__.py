@@ -23,13 +23,15 @@ Exit status:
   ``OSError`` such as a full disk or a folder that became read-only
   (``error: <file>: <reason>``). Free space or fix the folder, then run the same
   command again (training resumes). Not 2, because nothing in the command is wrong.
-  Also ``classroom``'s answer when this machine is not ready for a class without network.
+  Also ``classroom``'s answer when this machine is not ready for a class without network, and, under
+  ``torchrun``, a process's answer when another process of the run stopped (``error: the other process ...``).
 * 130: interrupted with Ctrl-C (training saves ``last.pt`` first and says so).
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import math
 import os
@@ -42,7 +44,7 @@ from pathlib import Path
 from transformer_lessons.atomic import atomic_write_text
 from transformer_lessons.data import SPLITS
 from transformer_lessons.config import MAX_BEAM_SIZE
-from transformer_lessons.errors import CourseError
+from transformer_lessons.errors import CourseError, RankLostError
 from transformer_lessons.hardware import resolve_device
 from transformer_lessons.tensorboard import INSTALL_HINT, TensorBoardMissingError, summary_writer_class
 
@@ -454,6 +456,7 @@ def cmd_train(args) -> int:
     corpus = None
     if args.corpus:
         corpus = _load_corpus(args.corpus)
+        corpus.require_splits(args.corpus)  # before --limit cuts 'train', which may be the one missing
         if config.limit is not None:
             _limit_corpus(corpus, config.limit)
     result = train(
@@ -533,8 +536,10 @@ COMMANDS = {"prepare": cmd_prepare, "train": cmd_train, "translate": cmd_transla
 
 
 def describe_os_error(err: OSError) -> str:
-    """``<file>: <reason>`` (e.g. ``runs/quick/last.pt: No space left on device``); the reason alone when no file is named."""
+    """``<file>: <reason>`` (e.g. ``runs/quick/last.pt: No space left on device; free some space ...``); the reason alone when no file is named."""
     reason = err.strerror or str(err)
+    if err.errno == errno.ENOSPC:  # the file it would have replaced is intact (atomic writes): say what to do
+        reason += "; free some space and run the same command again"
     return f"{err.filename}: {reason}" if err.filename is not None else reason
 
 
@@ -544,7 +549,7 @@ def run_command(args) -> int:
         return COMMANDS[args.command](args)
     except (UserError, CourseError) as err:  # DataError, CheckpointError, TrainingError, ...: messages that say what to do
         print(f"error: {one_line(str(err))}", file=sys.stderr)
-        return EXIT_USER_ERROR
+        return EXIT_FAILURE if isinstance(err, RankLostError) else EXIT_USER_ERROR  # another process failed, not the command
     except OSError as err:  # a full disk, a read-only folder: the machine failed, not the command
         print(f"error: {describe_os_error(err)}", file=sys.stderr)
         return EXIT_FAILURE

@@ -49,7 +49,7 @@ def beam_search(
     decoder call). At each step every live prefix is extended by every token;
     of the ``2K`` best extensions (by summed log-probability), those ending in
     ``<eos>`` that rank among the first ``K`` become finished hypotheses,
-    scored ``log P / lp`` (:func:`length_penalty`), and the first ``K`` others
+    scored ``log P / lp`` (:func:`length_penalty` of ``α``), and the first ``K`` others
     stay alive. A sentence is done once it has ``K`` finished hypotheses (so
     ``beam_size=1`` is exactly greedy decoding); at ``max_new_tokens`` the best ``K``
     candidates finish as they are (cut off, without ``<eos>``, as in greedy
@@ -74,7 +74,7 @@ def beam_search(
     if not 1 <= beam_size <= MAX_BEAM_SIZE:
         raise ValueError(f"beam_size must be between 1 and {MAX_BEAM_SIZE}, got {beam_size} (the paper uses 4)")
     B, device = src.size(0), src.device
-    K = beam_size
+    K, alpha = beam_size, length_penalty  # the paper's letters; the argument is not read again (its name is also a function's)
     memory = model.encode(src, src_mask).repeat_interleave(K, dim=0)  # (B, S, D) -> (B*K, S, D)
     mask = src_mask.repeat_interleave(K, dim=0) if src_mask is not None else None  # (B*K, 1, 1, S)
     seqs = torch.full((B, K, 1), bos_id, dtype=torch.long, device=device)  # (A, K, t), A = sentences still searched
@@ -97,7 +97,7 @@ def beam_search(
         ending = is_eos[:, :K] if t < max_new_tokens else torch.ones_like(is_eos[:, :K])
         ends = (ending & torch.isfinite(top_scores[:, :K])).nonzero().tolist()
         if ends:
-            _collect_finished(finished, active, ends, seqs, top_scores, beam, token, t, length_penalty, K)
+            _collect_finished(finished, active, ends, seqs, top_scores, beam, token, t, alpha, K)
         keep = [a for a in range(A) if len(finished[active[a]]) < K]
         if not keep:
             break

@@ -14,8 +14,10 @@ checkpoint whose weights are not finite is never loaded.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,9 +43,35 @@ TRAINING_STATE_KEYS = ("optimizer", "scheduler", "rng", "batch_in_epoch", "epoch
 def save_checkpoint(ckpt: dict, path: str | os.PathLike) -> Path:
     """Write ``ckpt`` to ``path`` atomically: the old file stays whole until the new one is complete.
 
-    An ``OSError`` (a full disk, a read-only folder) leaves no temporary file behind and goes on to the caller.
+    An ``OSError`` (a full disk, a read-only folder) leaves no temporary file behind and goes on to the
+    caller, naming ``path``. ``torch.save`` reports a write that failed half-way (a full disk, mostly)
+    as a ``RuntimeError`` from its zip writer ("PytorchStreamWriter failed writing file ..."): that
+    one becomes an ``OSError`` too, naming ``path`` and the space left on its disk.
     """
-    return atomic_write(path, lambda tmp: torch.save(ckpt, tmp))
+    try:
+        return atomic_write(path, lambda tmp: torch.save(ckpt, tmp))
+    except RuntimeError as err:
+        if not _WRITER_FAILED.search(str(err)):
+            raise
+        raise OSError(errno.EIO, _why_not_written(Path(path), err), str(path)) from err
+
+
+#: What torch.save's zip writer (caffe2's inline_container.cc) says when a write to the file fails.
+_WRITER_FAILED = re.compile(r"PytorchStreamWriter failed|file write failed|inline_container|unexpected pos")
+
+
+def _why_not_written(path: Path, err: RuntimeError) -> str:
+    """The reason printed after the file's name: what failed, the free space, that nothing was replaced, what to do."""
+    try:
+        free = f"with the partial file removed, {shutil.disk_usage(path.parent).free / 1e6:,.0f} MB are free there"
+    except OSError:
+        free = "its free space is unknown"
+    detail = str(err).splitlines()[0].split("] ", 1)[-1].strip(" .")  # "[enforce fail at inline_container.cc:672] . x" -> "x"
+    kept = f"the earlier {path.name} is intact" if path.is_file() else "no file was left"
+    return (
+        f"could not be written, PyTorch's writer failed ({detail}): most likely the disk is full ({free}). "
+        f"Nothing was replaced ({kept}); free some space and run the same command again"
+    )
 
 
 def _why_unreadable(path: Path, err: Exception) -> str:
@@ -135,8 +163,8 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device | None =
         (``train_config``, ``step``, ``epoch``, ``history``, ``path``, …).
 
     Raises:
-        CheckpointError: the file is missing or unreadable, its weights are not
-            finite (the run that wrote it diverged), or they do not fit the model
+        CheckpointError: the file is missing or unreadable, its config builds no
+            model, its weights are not finite (the run that wrote it diverged), or they do not fit the model
             its config describes (the message lists what differs).
     """
     device = torch.device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -147,7 +175,13 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device | None =
         raise CheckpointError(f"{path}: its model config does not match this code's ModelConfig ({err})") from err
     src_vocab = vocab_from_dict(ckpt["src_vocab"], "source")
     tgt_vocab = vocab_from_dict(ckpt["tgt_vocab"], "target")
-    model = Transformer(config, len(src_vocab), len(tgt_vocab))
+    try:
+        model = Transformer(config, len(src_vocab), len(tgt_vocab))
+    except Exception as err:  # a config no model can have (n_heads not dividing d_model, positional='banana', a size < 1)
+        raise CheckpointError(
+            f"{path}: its model config cannot build a model ({err}); the file is damaged or was written by other code: "
+            "train it again, or use another checkpoint"
+        ) from err
     state = dict(ckpt["model"])
     if config.tie_embeddings and "generator.weight" not in state and "tgt_embed.table.weight" in state:
         state["generator.weight"] = state["tgt_embed.table.weight"]  # exports store the tied matrix once

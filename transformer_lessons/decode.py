@@ -412,13 +412,29 @@ def _check_sampling(temperature: float | None, top_k: int | None, seed: int | No
 
 def _validate_sentences(sentences) -> tuple[list[str], bool]:
     if isinstance(sentences, str):
+        _check_encodable(sentences, 0)
         return [sentences], True
     if not isinstance(sentences, (list, tuple)):
         raise TypeError(f"translate expects a str or a list of str, got {type(sentences).__name__}")
     for i, s in enumerate(sentences):
         if not isinstance(s, str):
             raise TypeError(f"translate expects a list of str, but element {i} is {type(s).__name__}: {s!r}")
+    for i, s in enumerate(sentences):
+        _check_encodable(s, i)
     return list(sentences), False
+
+
+def _check_encodable(sentence: str, index: int) -> None:
+    """Refuse text that is not valid Unicode (a lone surrogate such as ``'\\ud800'``), which spaCy cannot read, naming the sentence."""
+    try:
+        sentence.encode("utf-8")
+    except UnicodeEncodeError as err:
+        shown = sentence if len(sentence) <= 60 else sentence[:57] + "..."
+        raise ValueError(
+            f"sentence {index} ({shown!r}) is not valid Unicode: it holds a lone surrogate {sentence[err.start]!r} at position "
+            f"{err.start}, a half of a character (text decoded with errors='surrogateescape', or cut in the middle of a pair). "
+            "Remove it, or read the text with the right encoding; s.encode('utf-8', 'replace').decode('utf-8') turns each into '?'"
+        ) from None
 
 
 def translate(
@@ -477,7 +493,7 @@ def translate(
     with a note: a :class:`~transformer_lessons.notes.CourseWarning`, or inside
     ``with collect_notes() as notes:`` (:mod:`transformer_lessons.notes`) an entry
     of ``notes`` instead; anything but a ``str`` or a list/tuple of ``str``
-    raises ``TypeError``.
+    raises ``TypeError``; text with a lone surrogate (``"\\ud800"``) ``ValueError``.
     """
     from transformer_lessons.data import Tokenizer
 

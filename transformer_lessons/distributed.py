@@ -36,12 +36,16 @@ the signal lands, since the others would wait for it forever inside an
 all-reduce: it finishes its step, and before the next one the ranks agree
 (:meth:`Distributed.stop_here`) and stop together, rank 0 saving ``last.pt``.
 Resuming works as in one process, and each step's dropout draws come from
-``(seed, step, rank)``, so a resumed run repeats the interrupted one.
+``(seed, step, rank)``, so a resumed run repeats the interrupted one. A rank that
+dies (an error, killed, out of memory) breaks the others' next all-reduce: each
+says so in one line (:class:`~transformer_lessons.errors.RankLostError`, not
+gloo's traceback) and stops, and the run resumes from its last save.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -50,7 +54,7 @@ from typing import Iterator
 import torch
 from torch import nn
 
-from transformer_lessons.errors import TrainingError
+from transformer_lessons.errors import RankLostError, TrainingError
 from transformer_lessons.hardware import resolve_device
 from transformer_lessons.interrupt import StepBoundary, StopRequested
 
@@ -253,9 +257,39 @@ def process_group(device: str | torch.device | None = None) -> Iterator[tuple[Di
         dist.init_process_group(backend, timeout=TIMEOUT)
     try:
         yield replace(env, backend=dist.get_backend(), device=device), device
+    except RuntimeError as err:
+        if not lost_connection(err):
+            raise
+        raise RankLostError(lost_rank_message(env, err)) from err
     finally:
         if not joined:
             dist.destroy_process_group()
+
+
+#: What gloo and NCCL say, in the RuntimeError of a collective, when another rank has gone (crashed, killed, out of memory).
+_CONNECTION_LOST = re.compile(
+    r"Connection (reset|closed) by peer|Broken pipe|Connection refused|remote process exited|communicator was aborted", re.IGNORECASE
+)
+
+
+def lost_connection(err: BaseException) -> bool:
+    """Whether ``err``, raised by a collective (DDP's all-reduce, :meth:`Distributed.agree`), says another rank has gone."""
+    return isinstance(err, RuntimeError) and bool(_CONNECTION_LOST.search(str(err)))
+
+
+def lost_rank_message(env: Distributed, err: BaseException) -> str:
+    """One line for the rank that survived: which process stopped, where to look, what to do.
+
+    gloo's message (``[.../pair.cc:537] Read error [127.0.0.1]:17313: Connection reset by
+    peer. This is typically caused by ...``) is cut to its reason.
+    """
+    reason = str(err).strip().splitlines()[0]
+    reason = re.sub(r"^\[[^\]]*\]\s*", "", reason).split(". ")[0].rstrip(".")  # drop the source location and the advice
+    other = f"the other process of this torchrun run (rank {1 - env.rank})" if env.world_size == 2 else "another process of this torchrun run"
+    return (
+        f"{other} stopped: rank {env.rank} lost its connection to it ({reason}). Its own output above says why it stopped "
+        "(an error, killed, out of memory); this process stopped too. Run the same command again to resume from the last save"
+    )
 
 
 def main_only(dist: Distributed, context):
@@ -263,4 +297,7 @@ def main_only(dist: Distributed, context):
     return context if dist.is_main else nullcontext()
 
 
-__all__ = ["AgreedStepBoundary", "Distributed", "ShardedLoss", "TIMEOUT", "from_environment", "main_only", "process_group", "shard_batch"]
+__all__ = [
+    "AgreedStepBoundary", "Distributed", "ShardedLoss", "TIMEOUT", "from_environment", "lost_connection", "lost_rank_message", "main_only",
+    "process_group", "shard_batch",
+]

@@ -49,6 +49,10 @@ class DivergedError(TrainingError):
     """The loss (or the gradient) became NaN or infinite: the run stopped before the weights were changed."""
 
 
+class RankLostError(TrainingError):
+    """Under torchrun, another process of the run stopped (or could not be reached), so this one stopped too."""
+
+
 class RunInUseError(TrainingError):
     """Another training run is writing to the same output folder."""
 
@@ -57,4 +61,6 @@ class ResumeMismatchError(TrainingError):
     """``resume`` found a run in the output folder that was trained with other settings."""
 
 
-__all__ = ["CheckpointError", "CourseError", "DataError", "DivergedError", "ResumeMismatchError", "RunInUseError", "TrainingError"]
+__all__ = [
+    "CheckpointError", "CourseError", "DataError", "DivergedError", "RankLostError", "ResumeMismatchError", "RunInUseError", "TrainingError",
+]

@@ -54,7 +54,7 @@ from transformer_lessons.hardware import autocast_for, device_name
 from transformer_lessons.interrupt import StepBoundary, StopRequested
 from transformer_lessons.loss import LabelSmoothingLoss
 from transformer_lessons.model import Transformer
-from transformer_lessons.rundir import default_out_dir, make_out_dir, run_lock
+from transformer_lessons.rundir import default_out_dir, make_out_dir, refuse_to_replace, remove_stale_temporary_files, run_lock
 from transformer_lessons.schedule import noam_scheduler
 from transformer_lessons.scheduled_sampling import scheduled_inputs, scheduled_probability, step_generator
 from transformer_lessons.tensorboard import check_tensorboard, log_epoch, log_step, log_test, open_writer, tensorboard_dir
@@ -464,9 +464,7 @@ def prepare_corpus_for(
 
 def check_corpus(corpus: "Corpus", config: TrainConfig) -> None:
     """Refuse a corpus without train/val; warn when it was prepared otherwise or holds pairs too long for the model."""
-    for split in ("train", "val"):
-        if split not in corpus.pairs:
-            raise ValueError(f"the corpus has no {split!r} split; prepare it with splits including {split!r}")
+    corpus.require_splits()
     info = {("drop_longer_than" if k == "max_len" else k): v for k, v in corpus.info.items()}  # corpora saved before the rename
     made = {k: info[k] for k in ("min_freq", "drop_longer_than", "limit", "bpe_merges") if k in info}
     differs = {k: (v, getattr(config, k)) for k, v in made.items() if v != getattr(config, k)}
@@ -586,14 +584,15 @@ def train(
     with process_group(device) as (dist, device):  # under torchrun: this process's rank, its device, the process group
         if not dist.is_main:
             progress = log = False  # rank 0 speaks for the run
+        log = progress if log is None else log
         out = make_out_dir(out_dir if out_dir is not None else default_out_dir(config.name))
         with main_only(dist, run_lock(out)):  # one writer per run folder: rank 0
+            _check_run_folder(out, dist, resume, log)
             last = out / "last.pt"
             saved = read_resumable(last, config, device) if resume and last.is_file() else None
             if corpus is None:
                 corpus = prepare_corpus_for(config, data_dir, progress)
             check_corpus(corpus, config)
-            log = progress if log is None else log
             run = build_run(config, corpus, out, device, dist, max_steps=max_steps, progress=progress, log=log)
             state = restore(run, saved) if saved is not None else TrainState()
             if saved is not None and log:
@@ -606,6 +605,15 @@ def train(
             finally:
                 if run.writer is not None:
                     run.writer.close()
+
+
+def _check_run_folder(out: Path, dist: Distributed, resume: bool, log: bool) -> None:
+    """Before a run: rank 0 removes what cut-off saves left (and says so); no rank replaces an earlier run without last.pt."""
+    said = remove_stale_temporary_files(out) if dist.is_main else None
+    if said and log:
+        print(said, flush=True)
+    if resume:
+        refuse_to_replace(out)
 
 
 def _finish(run: Run, state: TrainState, stopped: str, evaluate_test: bool) -> dict:

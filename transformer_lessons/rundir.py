@@ -11,6 +11,10 @@ at once with a message naming the first. The lock is an operating-system lock on
 ``<out>/.run.lock`` (``fcntl.flock``, or ``msvcrt.locking`` on Windows): it is
 released when the run ends, and also when its process dies, so a crash never
 leaves a folder locked.
+
+Holding the lock, a run removes the temporary files that a killed save left
+(:func:`remove_stale_temporary_files`), and it refuses to start over in a folder
+whose earlier run lacks ``last.pt`` unless told to (:func:`refuse_to_replace`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from transformer_lessons.atomic import temporary_writer
 from transformer_lessons.errors import RunInUseError, TrainingError
 
 try:
@@ -137,4 +142,75 @@ def run_lock(out: str | os.PathLike) -> Iterator[Path]:
         handle.close()  # closing releases the lock
 
 
-__all__ = ["LOCK_NAME", "course_root", "default_out_dir", "make_out_dir", "run_lock"]
+def _is_running(pid: int) -> bool:
+    """Whether process ``pid`` exists. This one, holding the lock, writes nothing in the folder yet; Windows is not
+    asked (``os.kill(pid, 0)`` would send Ctrl-C there), and a file another process holds open cannot be removed there."""
+    if os.name == "nt" or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)  # signal 0: no signal, only the question
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError: it exists, as another user's
+        return True
+    return True
+
+
+#: What a run writes besides last.pt, which a run that starts over in the same folder replaces.
+RUN_RECORDS = ("best.pt", "history.json", "metrics.json", "test_hypotheses.txt")
+
+
+def refuse_to_replace(out: str | os.PathLike) -> None:
+    """Refuse to start over (no ``last.pt`` to resume) in a folder that holds an earlier run's records.
+
+    Without ``last.pt`` (deleted, moved, never copied) ``resume`` has nothing to
+    continue, and a fresh run would overwrite ``best.pt`` and ``history.json``
+    at its first epoch. Starting over there must be asked for: ``resume=False``.
+
+    Raises:
+        TrainingError: naming what is there and what to do.
+    """
+    out = Path(out)
+    found = [name for name in RUN_RECORDS if (out / name).exists()]
+    if found and not (out / "last.pt").is_file():
+        listed = found[0] if len(found) == 1 else f"{', '.join(found[:-1])} and {found[-1]}"
+        raise TrainingError(
+            f"{out} holds {listed} of an earlier run but no last.pt to resume it from: a new run would replace them. "
+            "Move them (or the folder) away, or give this run another output folder (out_dir=..., command line --out); "
+            "to start over there and replace them, pass resume=False (command line --no-resume)"
+        )
+
+
+def remove_stale_temporary_files(out: str | os.PathLike) -> str | None:
+    """Remove what saves cut off (a killed process, a power cut) left in the run folder ``out``; call it holding :func:`run_lock`.
+
+    Only files named as the atomic writer names its temporary files
+    (:data:`~transformer_lessons.atomic.TEMPORARY_NAME`, ``.last.pt.<pid>.<hex>.tmp``),
+    directly in ``out``, whose process is no longer running: the lock makes this
+    run the folder's only writer, and a writer still running keeps its file.
+
+    Returns:
+        One line saying what was removed, or None when nothing was.
+    """
+    removed = []
+    for path in sorted(Path(out).iterdir()):
+        pid = temporary_writer(path)
+        if pid is None or not path.is_file() or path.is_symlink() or _is_running(pid):
+            continue
+        try:
+            size = path.stat().st_size
+            path.unlink()
+        except OSError:  # gone already, or held open (Windows): leave it
+            continue
+        removed.append((path.name, size))
+    if not removed:
+        return None
+    names = ", ".join(name for name, _ in removed[:3]) + (" …" if len(removed) > 3 else "")
+    return (f"removed {len(removed)} temporary file(s) that a cut-off save left in {out} ({names}; "
+            f"{sum(size for _, size in removed) / 1e6:.1f} MB); the checkpoints were not touched")  # fmt: skip
+
+
+__all__ = [
+    "LOCK_NAME", "RUN_RECORDS", "course_root", "default_out_dir", "make_out_dir", "refuse_to_replace", "remove_stale_temporary_files",
+    "run_lock",
+]

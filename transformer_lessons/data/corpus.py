@@ -86,6 +86,18 @@ class Corpus:
         a side with ``max_len`` or more units (one place goes to ``<eos>`` / ``<bos>``)."""
         return sum(1 for s, t in self.pairs[split] if len(s) >= max_len or len(t) >= max_len)
 
+    def require_splits(self, source: str | os.PathLike | None = None) -> None:
+        """Refuse a corpus without the splits a training run needs, ``train`` and ``val``: :class:`DataError` naming
+        what is missing and how to make the corpus again. ``source``: the file it was loaded from, named in the message."""
+        missing = [split for split in ("train", "val") if split not in self.pairs]
+        if missing:
+            has = ", ".join(map(repr, self.pairs)) or "none"
+            raise DataError(
+                f"the corpus{f' {source}' if source else ''} has no {' and no '.join(map(repr, missing))} split (it has {has}): a run "
+                f"trains on 'train' and validates on 'val'. Make the corpus again with every split: python -m transformer_lessons "
+                f"prepare --out {source or 'FILE'} (in Python: prepare_corpus_for(config).save(path))"
+            )
+
     def save(self, path: str | os.PathLike, include_tokens: bool = True) -> None:
         """Write the corpus as (gzipped if ``path`` ends in ``.gz``) JSON; :meth:`load` needs no spaCy."""
         data = {
