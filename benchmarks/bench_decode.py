@@ -30,7 +30,8 @@ import time
 
 import torch
 
-from transformer_lessons.decode import decode_token_lists, fused_attention
+from transformer_lessons.decode import fused_attention
+from transformer_lessons.translation import decode_token_lists
 
 #: Upper ends of the output-length buckets (tokens, ``<eos>`` included); the last bucket is open.
 BUCKET_EDGES = (10, 14, 18)

@@ -155,13 +155,13 @@ def test_a_run_folder_without_last_pt_is_one_line(tmp_path, toy_corpus_file, cap
 def no_work(monkeypatch):
     """Makes every expensive step fail the test if it is reached: a bad option must stop before all of them."""
     import transformer_lessons.run as training_run
-    from transformer_lessons import decode, pretrained
+    from transformer_lessons import pretrained, translation
     from transformer_lessons.data import Corpus
 
     def must_not_run(*args, **kwargs):
         raise AssertionError("an expensive step ran although an option was bad")
 
-    for owner, name in [(training_run, "train"), (training_run, "prepare_corpus_for"), (decode, "translate"), (decode, "evaluate"), (Corpus, "load"), (pretrained, "course_model_file")]:
+    for owner, name in [(training_run, "train"), (training_run, "prepare_corpus_for"), (translation, "translate"), (translation, "evaluate"), (Corpus, "load"), (pretrained, "course_model_file")]:
         monkeypatch.setattr(owner, name, must_not_run)
 
 
@@ -334,7 +334,7 @@ def no_space(path):
 
 def test_a_failed_save_is_one_line_naming_the_file(tmp_path, monkeypatch, capsys):
     import transformer_lessons.run as training_run
-    from transformer_lessons import decode
+    from transformer_lessons import translation
 
     class Corpus:
         save = staticmethod(no_space(tmp_path / "c.json.gz"))
@@ -349,7 +349,7 @@ def test_a_failed_save_is_one_line_naming_the_file(tmp_path, monkeypatch, capsys
     assert capsys.readouterr().err == f"error: {tmp_path / 'run' / 'last.pt'}: {full}"
 
     scores = {"n": 2, "bleu_text": "BLEU = 1.0", "signature": "nrefs:1", "tutorial_bleu": 1.0, "hypotheses": ["a", "b"], "references": ["a", "b"]}
-    monkeypatch.setattr(decode, "evaluate", lambda *args, **kwargs: scores)
+    monkeypatch.setattr(translation, "evaluate", lambda *args, **kwargs: scores)
     (tmp_path / "model.pt").write_bytes(b"")
 
     def write_fails(self, *args, **kwargs):  # what a full disk does to write(): an OSError that names no file

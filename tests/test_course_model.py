@@ -17,7 +17,7 @@ import torch
 
 from transformer_lessons import data, pretrained
 from transformer_lessons.data import sha256_file
-from transformer_lessons.decode import translate
+from transformer_lessons.translation import translate
 
 RUN = Path(__file__).resolve().parent.parent / "results" / "cpu"
 MODEL = RUN / "model_fp16.pt"

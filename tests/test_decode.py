@@ -12,17 +12,8 @@ import torch
 
 from test_train import TOY_CONFIG, toy_corpus
 from transformer_lessons.config import ModelConfig
-from transformer_lessons.decode import (
-    beam_search,
-    evaluate,
-    greedy_decode,
-    length_penalty,
-    next_token_distribution,
-    sample_decode,
-    sequence_log_prob,
-    temperature_probs,
-    translate,
-)
+from transformer_lessons.decode import beam_search, greedy_decode, length_penalty, next_token_distribution, sample_decode, sequence_log_prob, temperature_probs
+from transformer_lessons.translation import evaluate, translate
 from transformer_lessons.masks import causal_mask, padding_mask
 from transformer_lessons.model import Transformer
 from transformer_lessons.run import train
@@ -172,9 +163,9 @@ def test_translate_awkward_input(toy):
 
 def test_translate_names_a_sentence_that_is_not_valid_unicode(toy, monkeypatch):
     checkpoint, _ = toy
-    import transformer_lessons.decode as decode
+    import transformer_lessons.translation as translation
 
-    monkeypatch.setattr(decode, "_resolve", lambda *a, **k: pytest.fail("refused before the model is loaded"))
+    monkeypatch.setattr(translation, "_resolve", lambda *a, **k: pytest.fail("refused before the model is loaded"))
     for sentences, index in (("Ein Mann\ud800", 0), (["ein hund .", "Ein Mann\ud800"], 1)):
         with pytest.raises(ValueError) as info:
             translate(checkpoint, sentences, device="cpu")
@@ -234,7 +225,7 @@ def test_translate_without_spacy_says_it_needs_it_and_what_works_instead(toy, mo
 @pytest.mark.parametrize("beam_size", [1, 3])
 def test_outputs_are_the_same_with_attention_recorded_or_fused(toy, beam_size):
     # train() decodes with recording off (the fused kernel); notebooks record for the plots. Same outputs.
-    from transformer_lessons.decode import decode_token_lists
+    from transformer_lessons.translation import decode_token_lists
     from transformer_lessons.checkpoint import load_checkpoint
 
     checkpoint, corpus = toy
@@ -451,10 +442,10 @@ def test_translate_samples_with_a_temperature(toy):
      ({"temperature": 1.0, "top_k": 0}, "top_k must be")],
 )  # fmt: skip
 def test_translate_refuses_sampling_options_it_would_ignore(toy, options, message, monkeypatch):
-    import transformer_lessons.decode as decode
+    import transformer_lessons.translation as translation
 
     checkpoint, _ = toy
-    monkeypatch.setattr(decode, "_resolve", lambda *a: pytest.fail("refused before the checkpoint is loaded"))
+    monkeypatch.setattr(translation, "_resolve", lambda *a: pytest.fail("refused before the checkpoint is loaded"))
     with pytest.raises(ValueError, match=message):
         translate(checkpoint, "ein hund .", device="cpu", **options)
 

@@ -140,7 +140,7 @@ def course_and_sentences():
 
 @pytest.mark.parametrize("beam_size", [1, 4])
 def test_the_course_model_translates_identically_with_the_cache(course_and_sentences, beam_size):
-    from transformer_lessons.decode import translate
+    from transformer_lessons.translation import translate
 
     course, sentences = course_and_sentences
     kwargs = dict(beam_size=beam_size, src_vocab=course.src_vocab, tgt_vocab=course.tgt_vocab)

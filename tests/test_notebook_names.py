@@ -1,8 +1,8 @@
 """Every name of the package that a notebook uses exists where the notebook looks for it.
 
-Modules move (the run's machinery left train.py for run.py; greedy decoding with a cache left
-kv_cache.py): a notebook that still imports a name from its old home fails only when someone runs
-it. This test reads the code cells of notebooks/ and learner/ without running them and checks
+Modules move (the run's machinery left train.py for run.py, translate and evaluate left decode.py
+for translation.py, greedy decoding with a cache left kv_cache.py): a notebook that still imports a
+name from its old home fails only when someone runs it. This test reads the code cells of notebooks/ and learner/ without running them and checks
 each ``from transformer_lessons.X import name``, and each ``alias.name`` where ``alias`` is a
 module of the package (``import transformer_lessons.train as training``, ``from
 transformer_lessons import decode``).
@@ -79,6 +79,7 @@ def test_every_package_name_a_notebook_uses_exists(path):
 def test_the_rule_finds_names_that_moved():
     assert missing_names("from transformer_lessons.train import train, train_step") == ["transformer_lessons.train.train"]
     assert missing_names("import transformer_lessons.train as training\ntraining.noam_rate(1, 2, 3)") == ["transformer_lessons.train.noam_rate"]
-    assert missing_names("from transformer_lessons import decode\ndecode.translate\ndecode.nowhere") == ["transformer_lessons.decode.nowhere"]
+    assert missing_names("from transformer_lessons import decode\ndecode.greedy_decode\ndecode.translate") == ["transformer_lessons.decode.translate"]
+    assert missing_names("from transformer_lessons import translation\ntranslation.translate") == []
     assert missing_names("from transformer_lessons.kv_cache import greedy_decode_cached") == ["transformer_lessons.kv_cache.greedy_decode_cached"]
     assert missing_names("from transformer_lessons.run import train\nfrom transformer_lessons import viz\nviz.plot_attention") == []

@@ -17,7 +17,7 @@ import warnings
 import pytest
 import torch
 
-from transformer_lessons import PRESETS, Transformer, decode
+from transformer_lessons import PRESETS, Transformer, translation
 from transformer_lessons.data import SPECIALS, Vocab
 from transformer_lessons.notes import CourseWarning, collect_notes, note
 
@@ -86,20 +86,20 @@ def short_model():
 def test_translate_notes_a_cut_sentence_as_notebook_11_reads_it(short_model, monkeypatch):
     # Notebook 11's awkward-input cell: collect translate's notes, count them; the kernel's own warnings pass by.
     model, src_vocab, tgt_vocab = short_model
-    real = decode.decode_token_lists
+    real = translation.decode_token_lists
 
     def noisy(*args, **kwargs):
         _foreign_warning()  # what the kernel does while the cell runs
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(decode, "decode_token_lists", noisy)
+    monkeypatch.setattr(translation, "decode_token_lists", noisy)
     too_long = " ".join(["Ein Mann ."] * 20)  # 60 tokens, more than max_len 32 allows
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with collect_notes() as notes:
-            out = decode.translate(model, too_long, src_vocab=src_vocab, tgt_vocab=tgt_vocab)
+            out = translation.translate(model, too_long, src_vocab=src_vocab, tgt_vocab=tgt_vocab)
     assert isinstance(out, str)
     assert len(notes) == 1 and "only their first 31 tokens" in notes[0]
     assert [str(w.message) for w in caught] == [FOREIGN]
     with pytest.warns(CourseWarning, match="only their first 31 tokens"):  # a script, collecting nothing, is warned
-        decode.translate(model, too_long, src_vocab=src_vocab, tgt_vocab=tgt_vocab)
+        translation.translate(model, too_long, src_vocab=src_vocab, tgt_vocab=tgt_vocab)

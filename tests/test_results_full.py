@@ -18,7 +18,7 @@ import sacrebleu
 import torch
 
 from transformer_lessons import data
-from transformer_lessons.decode import translate
+from transformer_lessons.translation import translate
 
 RUN = Path(__file__).resolve().parent.parent / "results" / "full"
 MODEL = RUN / "model_fp16.pt"

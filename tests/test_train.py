@@ -432,17 +432,17 @@ def test_metrics_count_the_epoch_a_time_limit_stopped_inside(tmp_path, corpus, m
 
 
 def test_evaluation_inside_train_uses_the_fused_attention(tmp_path, corpus, monkeypatch):
-    import transformer_lessons.decode as decode
+    import transformer_lessons.translation as translation
     from transformer_lessons.attention import MultiHeadAttention
 
     seen = []
-    real_evaluate = decode.evaluate
+    real_evaluate = translation.evaluate
 
     def spying_evaluate(model, split, **kwargs):
         seen.append((split, {m.record_weights for m in model.modules() if isinstance(m, MultiHeadAttention)}))
         return real_evaluate(model, split, **kwargs)
 
-    monkeypatch.setattr(decode, "evaluate", spying_evaluate)
+    monkeypatch.setattr(translation, "evaluate", spying_evaluate)
     train(TOY_CONFIG.replace(epochs=1), corpus, out_dir=tmp_path, device="cpu", progress=False)
     assert seen == [("val", {False}), ("test_2016_flickr", {False})], "validation and test decoding record no weights"
 

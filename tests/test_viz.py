@@ -220,7 +220,7 @@ def random_translator_parts():
 
 
 def test_translator_translates_the_text_box_and_follows_it(random_translator_parts):
-    from transformer_lessons.decode import translate
+    from transformer_lessons.translation import translate
 
     model, src_vocab, tgt_vocab = random_translator_parts
     t = viz.translator(model, src_vocab, tgt_vocab, sentence="Ein Mann fährt Fahrrad.", beam_size=1)
@@ -237,7 +237,7 @@ def test_translator_translates_the_text_box_and_follows_it(random_translator_par
 
 
 def test_translator_switches_to_beam_search_and_keeps_the_chosen_head(random_translator_parts):
-    from transformer_lessons.decode import translate
+    from transformer_lessons.translation import translate
 
     model, src_vocab, tgt_vocab = random_translator_parts
     t = viz.translator(model, src_vocab, tgt_vocab, sentence="Zwei Hunde spielen.", beam_size=1)
@@ -361,16 +361,16 @@ def _foreign_warning() -> None:
 def test_translator_notes_only_its_own_and_lets_other_warnings_pass(random_translator_parts, monkeypatch):
     # The translator used to record every warning of the process while it translated: it showed another package's
     # warning as a note under the translation, and swallowed it. Now it shows translate's notes alone.
-    from transformer_lessons import decode
+    from transformer_lessons import translation
 
     model, src_vocab, tgt_vocab = random_translator_parts
-    real = decode.decode_token_lists
+    real = translation.decode_token_lists
 
     def noisy(*args, **kwargs):
         _foreign_warning()
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(decode, "decode_token_lists", noisy)
+    monkeypatch.setattr(translation, "decode_token_lists", noisy)
     t = viz.translator(model, src_vocab, tgt_vocab, sentence="", beam_size=1)
     with warnings.catch_warnings(record=True) as caught:  # the test's own record: what reaches the process
         warnings.simplefilter("always")

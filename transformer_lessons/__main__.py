@@ -478,7 +478,7 @@ def cmd_train(args) -> int:
 
 
 def cmd_translate(args) -> int:
-    from transformer_lessons.decode import translate
+    from transformer_lessons.translation import translate
 
     checkpoint = _checkpoint(args.checkpoint)
     for line in translate(checkpoint, list(args.sentences), beam_size=args.beam, device=args.device, use_cache=not args.no_cache):
@@ -487,7 +487,7 @@ def cmd_translate(args) -> int:
 
 
 def cmd_evaluate(args) -> int:
-    from transformer_lessons.decode import evaluate
+    from transformer_lessons.translation import evaluate
 
     checkpoint = _checkpoint(args.checkpoint)
     corpus = _load_corpus(args.corpus) if args.corpus else None

@@ -3,8 +3,8 @@
 Paper: §6.1 decodes with a beam of 4 and a length penalty α = 0.6 (the GNMT
 penalty of Wu et al. 2016, Eq. 14). Greedy decoding is a beam of one
 (:func:`~transformer_lessons.decode.greedy_decode`); :mod:`transformer_lessons.decode`
-re-exports :func:`beam_search` and :func:`length_penalty` and uses them in
-``translate``/``evaluate``.
+re-exports :func:`beam_search` and :func:`length_penalty` for notebook 10, and
+:mod:`transformer_lessons.translation` decodes ``translate``/``evaluate`` with them.
 """
 
 from __future__ import annotations

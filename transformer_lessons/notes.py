@@ -1,6 +1,6 @@
 """Notes: what the package says about an input it accepted anyway, as a warning or collected.
 
-:func:`~transformer_lessons.decode.translate` cuts a sentence longer than the
+:func:`~transformer_lessons.translation.translate` cuts a sentence longer than the
 model's ``max_len`` to fit, and says so. A script hears that as a Python warning
 of the category :class:`CourseWarning` (``warnings.filterwarnings("ignore",
 category=CourseWarning)`` silences the package's notes and nothing else). Code

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from transformer_lessons.data.files import _CacheWriteError, _download, cache_dir, sha256_file
-from transformer_lessons.decode import translate
+from transformer_lessons.translation import translate
 from transformer_lessons.errors import DataError
 from transformer_lessons.checkpoint import load_checkpoint
 
@@ -244,7 +244,7 @@ class CourseModel:
         return describe(self.path, self.metrics)
 
     def translate(self, sentences, beam_size: int = 4, **kwargs):
-        """:func:`transformer_lessons.decode.translate` with this model and its vocabularies."""
+        """:func:`transformer_lessons.translation.translate` with this model and its vocabularies."""
         return translate(self.model, sentences, beam_size=beam_size, src_vocab=self.src_vocab, tgt_vocab=self.tgt_vocab, **kwargs)
 
 

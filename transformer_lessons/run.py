@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import transformer_lessons.decode as decode
+import transformer_lessons.translation as translation
 from transformer_lessons.atomic import atomic_write_json, atomic_write_text
 from transformer_lessons.checkpoint import (
     CHECKPOINT_FORMAT,
@@ -371,7 +371,7 @@ def validate(run: Run, with_bleu: bool) -> tuple[float, float, float | None]:
         val_loss, val_ppl = validation_loss(run.model, corpus, "val", run.criterion, config.max_tokens, run.device, run.autocast)
         if not with_bleu:
             return val_loss, val_ppl, None
-        scores = decode.evaluate(run.model, "val", corpus=corpus, src_vocab=corpus.src_vocab, tgt_vocab=corpus.tgt_vocab, beam_size=1,
+        scores = translation.evaluate(run.model, "val", corpus=corpus, src_vocab=corpus.src_vocab, tgt_vocab=corpus.tgt_vocab, beam_size=1,
                                  limit=config.bleu_val_limit, max_output_extra=config.max_output_extra)  # fmt: skip
     return val_loss, val_ppl, scores["bleu"]
 
@@ -416,7 +416,7 @@ def final_test(run: Run, state: TrainState, stopped: str) -> dict:
     config, corpus = run.config, run.corpus
     model = load_checkpoint(run.best_path, run.device)[0] if run.best_path.is_file() else run.model
     with fused_attention(model):
-        test = decode.evaluate(
+        test = translation.evaluate(
             model, "test_2016_flickr", corpus=corpus, src_vocab=corpus.src_vocab, tgt_vocab=corpus.tgt_vocab, beam_size=config.beam_size,
             length_penalty=config.length_penalty, progress=run.progress, max_output_extra=config.max_output_extra,
         )  # fmt: skip

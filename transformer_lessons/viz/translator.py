@@ -1,6 +1,6 @@
 """The translator widget: type German, read the English, see where each word looked.
 
-``translator`` wraps :func:`transformer_lessons.decode.translate` (greedy or beam
+``translator`` wraps :func:`transformer_lessons.translation.translate` (greedy or beam
 search) in a text box and a Translate button, and shows the result word by word
 with the :func:`~transformer_lessons.viz.stepper.generation_stepper` view.
 """
@@ -11,7 +11,7 @@ import html
 
 import ipywidgets as widgets
 
-from transformer_lessons.decode import translate as _translate
+from transformer_lessons.translation import translate as _translate
 from transformer_lessons.notes import collect_notes
 from transformer_lessons.viz.widgets import LiveWithStaticCopy, StaticCopies
 from transformer_lessons.viz.stepper import GenerationStepper
