@@ -17,7 +17,7 @@ and decoder with a LayerNorm, which the paper's post-norm model (ours) has not.
     python benchmarks/bench_train.py                      # CPU, quick preset, 20 steps
     python benchmarks/bench_train.py --device cuda --preset full --steps 100 --corpus runs/multi30k_full.json.gz
 
-On a GPU both run under the autocast :func:`transformer_lessons.train.train` uses
+On a GPU both run under the autocast :func:`transformer_lessons.run.train` uses
 (bf16 on compute capability 8.0 and newer, float32 before).
 
 With ``--compile`` the script then times ``torch.compile``d copies of both models

@@ -499,6 +499,47 @@ def test_autocast_for_a_cpu_is_a_no_op_context():
     assert y.dtype == torch.float32
 
 
+def test_precision_chooses_the_autocast():
+    from transformer_lessons.hardware import autocast_for
+
+    cpu = torch.device("cpu")
+    assert autocast_for(cpu, "auto")[0] is None and autocast_for(cpu, "float32")[0] is None
+    dtype, autocast = autocast_for(cpu, "bfloat16")
+    assert dtype is torch.bfloat16
+    with autocast():
+        assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.bfloat16
+    with pytest.raises(ValueError, match="precision must be auto, float32 or bfloat16, got 'half'"):
+        autocast_for(cpu, "half")
+    with pytest.raises(ValueError, match=r"^TrainConfig: precision must be one of auto, float32, bfloat16, got 'fp16'$"):
+        TOY_CONFIG.replace(precision="fp16")
+
+
+def test_a_bfloat16_step_keeps_the_loss_the_weights_and_adams_state_in_float32(corpus):
+    from transformer_lessons.hardware import autocast_for
+
+    torch.manual_seed(0)
+    model = Transformer(TOY_MODEL, len(corpus.src_vocab), len(corpus.tgt_vocab))
+    optimizer = make_optimizer(model, TOY_CONFIG)
+    criterion = LabelSmoothingLoss(len(corpus.tgt_vocab), corpus.tgt_vocab.pad_id, 0.1)
+    batch = next(iter(corpus.batcher("train", 128, shuffle=False)))
+    _, autocast = autocast_for(torch.device("cpu"), "bfloat16")
+    seen = []
+    model.generator.register_forward_hook(lambda module, args, out: seen.append(out.dtype))
+    loss = train_step(model, batch, criterion, optimizer, clip_norm=1.0, autocast=autocast)
+    assert seen == [torch.bfloat16], "the matrix products ran in bfloat16"
+    assert loss.dtype == torch.float32 and torch.isfinite(loss)
+    assert all(p.dtype == torch.float32 and p.grad.dtype == torch.float32 for p in model.parameters() if p.grad is not None)
+    states = [s for s in optimizer.state.values()]
+    assert states and all(s["exp_avg"].dtype == s["exp_avg_sq"].dtype == torch.float32 for s in states)
+
+
+def test_a_bfloat16_run_on_a_cpu_trains_and_says_so(tmp_path, corpus):
+    result = train(TOY_CONFIG.replace(epochs=1, precision="bfloat16"), corpus, out_dir=tmp_path, device="cpu", progress=False)
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["autocast"] == "bfloat16" and metrics["train_config"]["precision"] == "bfloat16"
+    assert math.isfinite(result["history"][-1]["train_loss"])
+
+
 def test_a_run_takes_exactly_the_steps_of_train_step(tmp_path, corpus):
     # A run (run.py) is the step of train.py repeated over seeded batches, bit for bit: the weights after a few
     # updates of train() equal those of a plain loop over train_step. It held before the run's machinery moved out

@@ -43,7 +43,7 @@ from pathlib import Path
 
 from transformer_lessons.atomic import atomic_write_text
 from transformer_lessons.data import SPLITS
-from transformer_lessons.config import MAX_BEAM_SIZE
+from transformer_lessons.config import MAX_BEAM_SIZE, PRECISIONS
 from transformer_lessons.errors import CourseError, RankLostError
 from transformer_lessons.hardware import resolve_device
 from transformer_lessons.tensorboard import INSTALL_HINT, TensorBoardMissingError, summary_writer_class
@@ -295,6 +295,8 @@ def _add_train(sub) -> None:
     p.add_argument("--max-steps", type=positive_int, metavar="N", help="stop after this many updates (resume later)")
     p.add_argument("--device", type=device_arg, help=f"{DEVICE_FORMS} (default: cuda if available)")
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None, help="torch.compile the model (GPU only)")
+    p.add_argument("--precision", choices=PRECISIONS, help="auto (default): bfloat16 autocast on recent GPUs, float32 elsewhere; "
+                   "bfloat16: on a CPU too (faster steps); float32: never")
     p.add_argument(
         "--tensorboard", nargs="?", const=True, type=existing_dir_or_new, action=TensorBoardOption, metavar="DIR",
         help='also log to TensorBoard, into DIR (default: <out>/tensorboard); needs pip install "transformer-lessons[tensorboard]"',
@@ -450,6 +452,7 @@ def cmd_train(args) -> int:
         "beam_size": args.beam,
         "seed": args.seed,
         "compile": args.compile,
+        "precision": args.precision,
         "max_minutes": args.max_minutes,
     }
     config = _with_bpe_merges(config.replace(**{k: v for k, v in changes.items() if v is not None}), args.bpe_merges)

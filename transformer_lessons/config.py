@@ -21,6 +21,9 @@ MAX_BEAM_SIZE = 64
 #: (``max_output_extra=``) and a run (``TrainConfig.max_output_extra``) both start from it.
 MAX_OUTPUT_EXTRA = 50
 
+#: What ``TrainConfig.precision`` may be: ``auto`` (bfloat16 on recent GPUs only), ``float32``, ``bfloat16``.
+PRECISIONS = ("auto", "float32", "bfloat16")
+
 #: Environment variable read by :func:`compute_mode`.
 MODE_ENV = "TRANSFORMER_LESSONS_MODE"
 
@@ -124,6 +127,11 @@ class TrainConfig:
     # --- running ---
     seed: int = 0  # weights, dropout and batch order all follow from it
     compile: bool = False  # torch.compile the model on a GPU (faster steps, a minute of compiling first)
+    # Mixed precision (not in the paper, which names no precision; its P100 GPUs had no bf16). "auto": bfloat16 autocast on GPUs with bf16
+    # tensor cores (compute capability >= 8.0), float32 elsewhere, as every earlier run; "bfloat16": also on a CPU
+    # (a step of the cpu preset's model ran 1.34x faster on the course's 2-core machine); "float32": never. The loss,
+    # Adam's state and the weights stay float32 (hardware.autocast_for).
+    precision: Literal["auto", "float32", "bfloat16"] = "auto"
     max_minutes: float | None = None  # stop once the run's training time (all resumed calls, evaluation excluded) reaches this, then evaluate
 
     def to_dict(self) -> dict:
@@ -194,6 +202,8 @@ def _config_problems(c: "TrainConfig") -> list[str]:
         real("eps", 0.0, open_low=True), real("weight_decay", 0.0), real("length_penalty", 0.0),
         real("max_minutes", 0.0, optional=True, open_low=True), real("scheduled_sampling", 0.0), whole("scheduled_sampling_ramp", 0),
     ]
+    if c.precision not in PRECISIONS:
+        checks.append(f"precision must be one of {', '.join(PRECISIONS)}, got {c.precision!r}")
     if isinstance(c.scheduled_sampling, (int, float)) and c.scheduled_sampling >= 1.0:
         checks.append(f"scheduled_sampling must be below 1 (1 would never show the decoder a true token), got {c.scheduled_sampling!r}")
     if isinstance(c.beam_size, int) and c.beam_size > MAX_BEAM_SIZE:

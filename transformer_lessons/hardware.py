@@ -1,7 +1,8 @@
 """Which device a run uses, and the precision it computes in there.
 
 - :func:`resolve_device`: a device string checked against what this machine has.
-- :func:`autocast_dtype` / :func:`autocast_for`: bfloat16 on recent NVIDIA GPUs, float32 elsewhere.
+- :func:`autocast_dtype` / :func:`autocast_for`: bfloat16 on recent NVIDIA GPUs, float32 elsewhere,
+  unless a run asks for a precision (``TrainConfig.precision``).
 - :func:`device_name`: the device as a run's record names it.
 """
 
@@ -61,12 +62,25 @@ def autocast_dtype(device_type: str, capability: tuple[int, int] | None = None) 
     return torch.bfloat16 if tuple(capability) >= (8, 0) else None
 
 
-def autocast_for(device: torch.device):
-    """``(dtype, autocast)`` for training on ``device``: :func:`autocast_dtype`'s choice, and a
+def autocast_for(device: torch.device, precision: str = "auto"):
+    """``(dtype, autocast)`` for training on ``device``: the dtype autocast computes in, and a
     callable that opens the matching ``torch.autocast`` context (a no-op context for float32).
+
+    ``precision`` is ``TrainConfig.precision``: ``"auto"`` is :func:`autocast_dtype`'s choice,
+    ``"bfloat16"`` autocasts on any device (a CPU included), ``"float32"`` never does. Autocast
+    runs the matrix products in bfloat16; the weights, their gradients and Adam's state stay
+    float32, and the loss computes its log-softmax in float32 (:mod:`.loss`), as does the
+    attention's softmax (the fused kernel accumulates in float32; the explicit one casts).
     """
-    capability = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
-    dtype = autocast_dtype(device.type, capability)
+    if precision == "float32":
+        return None, nullcontext
+    if precision == "bfloat16":
+        dtype = torch.bfloat16
+    elif precision == "auto":
+        capability = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
+        dtype = autocast_dtype(device.type, capability)
+    else:
+        raise ValueError(f"precision must be auto, float32 or bfloat16, got {precision!r}")
     if dtype is None:
         return None, nullcontext
     return dtype, lambda: torch.autocast(device.type, dtype=dtype)

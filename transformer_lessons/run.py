@@ -153,7 +153,7 @@ def build_run(config: TrainConfig, corpus: "Corpus", out: Path, device: torch.de
     random.seed(config.seed)
     model = Transformer(config.model, len(corpus.src_vocab), len(corpus.tgt_vocab)).to(device)
     optimizer = make_optimizer(model, config)
-    amp_dtype, autocast = autocast_for(device)
+    amp_dtype, autocast = autocast_for(device, config.precision)
     criterion = LabelSmoothingLoss(len(corpus.tgt_vocab), corpus.tgt_vocab.pad_id, config.smoothing)
     step_model = dist.wrap(model)
     return Run(
