@@ -291,15 +291,15 @@ def test_tensorboard_option_reaches_train(tmp_path, monkeypatch):
     assert seen["tensorboard"] is True
 
 
-def test_precision_option_reaches_the_run(tmp_path, monkeypatch, capsys):
+def test_precision_and_averaging_options_reach_the_run(tmp_path, monkeypatch, capsys):
     import transformer_lessons.run as training_run
 
     seen = []
     monkeypatch.setattr(training_run, "train", lambda config, *a, **k: seen.append(config) or {"history": [], "step": 0, "stopped": "max_steps", "test": None})
     monkeypatch.setattr(cli, "_print_train_result", lambda result: None)
-    assert main(["train", "--preset", "cpu", "--out", str(tmp_path / "a"), "--precision", "bfloat16"]) == 0
+    assert main(["train", "--preset", "cpu", "--out", str(tmp_path / "a"), "--precision", "bfloat16", "--average-last", "5"]) == 0
     assert main(["train", "--preset", "cpu", "--out", str(tmp_path / "b")]) == 0
-    assert [c.precision for c in seen] == ["bfloat16", "auto"]
+    assert [(c.precision, c.average_last) for c in seen] == [("bfloat16", 5), ("auto", 1)]
     assert main(["train", "--precision", "half"]) == 2
     assert "invalid choice: 'half'" in capsys.readouterr().err
 

@@ -285,6 +285,8 @@ def _add_train(sub) -> None:
     p.add_argument("--bleu-val-limit", type=positive_int, metavar="N", help="validation BLEU on the first N sentences only")
     p.add_argument("--beam", type=beam_size, metavar="N", help=f"beam size for the final test evaluation (1 = greedy, at most {MAX_BEAM_SIZE})")
     p.add_argument("--seed", type=seed_int, metavar="N", help=f"random seed (0 to {MAX_SEED})")
+    p.add_argument("--average-last", type=positive_int, metavar="N",
+                   help="test the mean of the last N epochs' weights (paper §6.1 averages 5) instead of the best epoch's")
     p.add_argument(
         "--max-minutes",
         type=finite_float(0.0, above=True),
@@ -453,6 +455,7 @@ def cmd_train(args) -> int:
         "seed": args.seed,
         "compile": args.compile,
         "precision": args.precision,
+        "average_last": args.average_last,
         "max_minutes": args.max_minutes,
     }
     config = _with_bpe_merges(config.replace(**{k: v for k, v in changes.items() if v is not None}), args.bpe_merges)

@@ -121,6 +121,9 @@ class TrainConfig:
     # --- evaluation ---
     eval_every: int = 1  # validation BLEU every k epochs (and at the last); val loss runs every epoch
     beam_size: int = 4  # final test decoding (paper §6.1: beam 4); 1 = greedy
+    # Paper §6.1 tests the mean of the last 5 checkpoints' weights. N > 1 keeps the last N epochs' weights and tests
+    # their mean (averaged.pt, averaging.py); 1 (the course's default) tests best.pt, the epoch of best validation BLEU.
+    average_last: int = 1
     length_penalty: float = 0.6  # GNMT length penalty α for the beam (paper §6.1: 0.6)
     bleu_val_limit: int | None = None  # validation BLEU on the first k sentences only (None = all 1014)
     max_output_extra: int = MAX_OUTPUT_EXTRA  # outputs stop at source length + this (paper §6.1); repeating models cost ~its square
@@ -197,7 +200,7 @@ def _config_problems(c: "TrainConfig") -> list[str]:
     checks = [
         whole("min_freq", 1), whole("drop_longer_than", 1, optional=True), whole("limit", 1, optional=True), whole("max_tokens", 1),
         whole("bpe_merges", 0, optional=True), whole("epochs", 1), whole("warmup", 1), whole("eval_every", 1),
-        whole("beam_size", 1), whole("bleu_val_limit", 1, optional=True), whole("max_output_extra", 0), whole("seed", 0),
+        whole("beam_size", 1), whole("average_last", 1), whole("bleu_val_limit", 1, optional=True), whole("max_output_extra", 0), whole("seed", 0),
         real("lr_factor", 0.0, open_low=True), real("smoothing", 0.0, 0.999), real("clip_norm", 0.0, optional=True, open_low=True),
         real("eps", 0.0, open_low=True), real("weight_decay", 0.0), real("length_penalty", 0.0),
         real("max_minutes", 0.0, optional=True, open_low=True), real("scheduled_sampling", 0.0), whole("scheduled_sampling_ramp", 0),

@@ -20,6 +20,8 @@ The pieces it uses live in the files named after them: the step (:mod:`.train`),
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
 import os
 import random
@@ -36,6 +38,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import transformer_lessons.translation as translation
+from transformer_lessons.averaging import average_last_epochs, save_epoch_weights
 from transformer_lessons.atomic import atomic_write_json, atomic_write_text
 from transformer_lessons.checkpoint import (
     CHECKPOINT_FORMAT,
@@ -401,6 +404,8 @@ def end_epoch(run: Run, state: TrainState, last: bool, guard: StepBoundary) -> N
         state.epoch_loss, state.epoch_tokens, state.epoch_time_s = 0.0, 0, 0.0
         if best and run.dist.is_main:
             save_checkpoint(checkpoint_dict(run, state, training_state=False), run.best_path)
+        if run.config.average_last > 1 and run.dist.is_main:  # the weights checkpoint averaging will need
+            save_epoch_weights(run.out, state.epoch, run.model, run.config.average_last)
         save_last(run, state)
 
 
@@ -414,7 +419,7 @@ def final_test(run: Run, state: TrainState, stopped: str) -> dict:
     import sacrebleu
 
     config, corpus = run.config, run.corpus
-    model = load_checkpoint(run.best_path, run.device)[0] if run.best_path.is_file() else run.model
+    model, averaged = _model_to_test(run, state)
     with fused_attention(model):
         test = translation.evaluate(
             model, "test_2016_flickr", corpus=corpus, src_vocab=corpus.src_vocab, tgt_vocab=corpus.tgt_vocab, beam_size=config.beam_size,
@@ -426,7 +431,8 @@ def final_test(run: Run, state: TrainState, stopped: str) -> dict:
     tokens = sum(h["tokens_per_s"] * h["epoch_time_s"] for h in state.history) + state.epoch_tokens
     partial = round(state.batch_in_epoch / len(run.batcher), 3) if state.batch_in_epoch else 0  # 0.5: half-way through
     metrics = {
-        "preset": config.name, "test_2016_flickr": test, "best_epoch": state.best_epoch,
+        "preset": config.name, "test_2016_flickr": test, "tested": "averaged.pt" if averaged else "best.pt", "averaged": averaged,
+        "best_epoch": state.best_epoch,
         "best_val_bleu": state.best_val_bleu if state.best_epoch is not None else None,
         "epochs": len(state.history) + partial, "epochs_completed": len(state.history), "steps": state.step, "stopped": stopped,
         "train_time_s": state.train_time_s,  # every call of the run together, evaluation excluded
@@ -441,6 +447,27 @@ def final_test(run: Run, state: TrainState, stopped: str) -> dict:
         print(f"test_2016_flickr: sacreBLEU {test['bleu']:.2f} ({test['signature']}); "
               f"tutorial BLEU (lowercased, tokenized) {test['tutorial_bleu']:.2f}", flush=True)  # fmt: skip
     return metrics
+
+
+def _model_to_test(run: Run, state: TrainState) -> tuple[Transformer, dict | None]:
+    """``best.pt``'s model; or, with ``average_last > 1``, the mean of the last epochs' weights, saved as ``averaged.pt``.
+
+    The second value records the averaging: which epochs, and the mean's validation loss and BLEU (``None`` without).
+    """
+    n = run.config.average_last
+    if n <= 1:
+        return (load_checkpoint(run.best_path, run.device)[0] if run.best_path.is_file() else run.model), None
+    weights, epochs = average_last_epochs(run.out, n)
+    model = copy.deepcopy(run.model)
+    model.load_state_dict(weights)
+    save_checkpoint(checkpoint_dict(run, state, training_state=False) | {"model": model.state_dict(), "averaged_epochs": epochs},
+                    run.out / "averaged.pt")
+    val_loss, _, val_bleu = validate(dataclasses.replace(run, model=model), with_bleu=True)
+    if run.log:
+        best = f"; the best epoch, {state.best_epoch}: {state.best_val_bleu:.2f}" if state.best_epoch is not None else ""
+        print(f"averaged the weights of epochs {', '.join(map(str, epochs))}: val loss {val_loss:.3f}, val BLEU {val_bleu:.2f}"
+              f"{best}; testing averaged.pt", flush=True)
+    return model, {"epochs": epochs, "val_loss": val_loss, "val_bleu": val_bleu}
 
 
 # --------------------------------------------------------------------------------------
