@@ -28,6 +28,13 @@ shape is spent on it. Where compiling fails (on a CPU, inductor
 needs a C++ compiler) the script says why and keeps the eager figures.
 
     python benchmarks/bench_train.py --compile            # eager, then compiled, both models
+
+``--precision`` picks the autocast of both models as ``train --precision`` does (``auto``:
+bfloat16 on recent GPUs only). ``--compare-precision`` then also times our model in float32
+against the same model under bfloat16 autocast, taking turns on the same batches, and prints
+``ratio bfloat16 / float32``: what ``train --precision bfloat16`` buys per step on this machine.
+
+    python benchmarks/bench_train.py --preset cpu --compare-precision --steps 10
 """
 
 from __future__ import annotations
@@ -140,13 +147,16 @@ def get_batches(args, n: int):
         return batches, vocab, vocab, "random batches"
 
 
-def make_step(model: nn.Module, args, device) -> Callable[[object], None]:
-    """One training step of ``model`` on a batch, as ``train()`` steps: its own Adam, Noam schedule and loss."""
+def make_step(model: nn.Module, args, device, precision: str | None = None) -> Callable[[object], None]:
+    """One training step of ``model`` on a batch, as ``train()`` steps: its own Adam, Noam schedule and loss.
+
+    ``precision``: ``TrainConfig.precision`` for this model (default ``args.precision``).
+    """
     config = TRAIN_PRESETS[args.preset]
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=config.betas, eps=config.eps)
     scheduler = noam_scheduler(optimizer, config.model.d_model, config.warmup, config.lr_factor)
     criterion = LabelSmoothingLoss(model.generator.out_features, PAD, config.smoothing)
-    _, autocast = autocast_for(device)  # as train() does
+    _, autocast = autocast_for(device, precision or args.precision)  # as train() does
 
     def step(batch) -> None:
         train_step(model, batch, criterion, optimizer, scheduler, config.clip_norm or 1e9, autocast)
@@ -156,14 +166,14 @@ def make_step(model: nn.Module, args, device) -> Callable[[object], None]:
     return step
 
 
-def time_steps(models: dict[str, nn.Module], batches: list, args, device, n_warmup: int) -> dict[str, float]:
+def time_steps(models: dict[str, nn.Module], batches: list, args, device, n_warmup: int, precisions: dict | None = None) -> dict[str, float]:
     """Target tokens per second of each model over ``batches[n_warmup:]``, the models taking turns step by step.
 
     Each timed batch is stepped ``args.rounds`` times per model and its fastest
     time counts: on a shared machine a neighbour's burst of load then slows one
     step of each model alike and is dropped, instead of one model's whole run.
     """
-    steps = {name: make_step(model, args, device) for name, model in models.items()}
+    steps = {name: make_step(model, args, device, (precisions or {}).get(name)) for name, model in models.items()}
     batches = [batch.to(device) for batch in batches]
     for batch in batches[:n_warmup]:
         for step in steps.values():
@@ -214,6 +224,18 @@ def compile_and_time(models: dict[str, nn.Module], eager: dict[str, float], batc
         print(f"speedup compiled / eager, {name:<14} : {rates[name] / eager[name]:.2f}x")
 
 
+def compare_precision(config, src_v: int, tgt_v: int, batches, args, device) -> None:
+    """Our model in float32 against the same model (same initial weights) under bfloat16 autocast, on the same batches."""
+    copies = {}
+    for precision in ("float32", "bfloat16"):
+        torch.manual_seed(0)
+        copies[precision] = Transformer(config, src_v, tgt_v).to(device)
+    rates = time_steps(copies, batches, args, device, args.warmup_steps, precisions={p: p for p in copies})
+    print(f"ours in float32                 : {rates['float32']:>10,.0f} target tokens/s")
+    print(f"ours under bfloat16 autocast    : {rates['bfloat16']:>10,.0f} target tokens/s")
+    print(f"ratio bfloat16 / float32        : {rates['bfloat16'] / rates['float32']:.2f}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
@@ -225,6 +247,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--corpus", metavar="PATH", help="a corpus file saved by 'python -m transformer_lessons prepare' (no spaCy needed); replaces --data-dir")
     parser.add_argument("--rounds", type=int, default=2, help="times each timed batch is stepped per model; its fastest step counts (default 2)")
     parser.add_argument("--compile", action="store_true", help="also time torch.compile'd copies of both models (slow to start: compiling)")
+    parser.add_argument("--precision", choices=("auto", "float32", "bfloat16"), default="auto", help="autocast of both models, as train --precision (default auto)")
+    parser.add_argument("--compare-precision", action="store_true", help="also time our model in float32 against bfloat16 autocast")
     parser.add_argument("--compile-backend", default="inductor", help="torch.compile backend with --compile (default inductor; 'eager' checks the plumbing fast)")
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.steps < 1:
@@ -238,7 +262,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.manual_seed(0)
     theirs = TorchTransformer(config, src_v, tgt_v).to(device)
     print(f"preset {args.preset}: {config}")
-    amp, _ = autocast_for(device)
+    amp, _ = autocast_for(device, args.precision)
     print(
         f"device {device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else f'{torch.get_num_threads()} threads'}), "
         f"torch {torch.__version__}, autocast {str(amp).replace('torch.', '') if amp is not None else 'off (float32)'}"
@@ -249,6 +273,8 @@ def main(argv: list[str] | None = None) -> None:
     models = {"ours": ours, "nn.Transformer": theirs}
     eager = time_steps(models, batches, args, device, args.warmup_steps)
     print_rates(eager["ours"], eager["nn.Transformer"])
+    if args.compare_precision:
+        compare_precision(config, src_v, tgt_v, batches, args, device)
     if args.compile:
         compile_and_time(models, eager, batches, args, device)
 

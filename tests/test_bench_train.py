@@ -87,3 +87,18 @@ def test_bench_train_reports_a_failed_compile_and_keeps_the_eager_figures(corpus
     assert set(_rates(out)) == {"transformer_lessons.Transformer", "torch.nn.Transformer"}
     assert "ratio ours / nn.Transformer" in out
 
+
+
+def test_bench_train_compares_float32_with_bfloat16_autocast(corpus_file):
+    result = run_bench("--corpus", str(corpus_file), "--limit", "100", "--compare-precision")
+    assert result.returncode == 0, result.stdout + result.stderr[-2000:]
+    rates = _rates(result.stdout)
+    assert rates["ours in float32"] > 0 and rates["ours under bfloat16 autocast"] > 0
+    ratio = float(result.stdout.split("ratio bfloat16 / float32")[1].split(":")[1].split()[0])
+    assert ratio == pytest.approx(rates["ours under bfloat16 autocast"] / rates["ours in float32"], abs=0.01)
+
+
+def test_bench_train_precision_sets_both_models_autocast(corpus_file):
+    result = run_bench("--corpus", str(corpus_file), "--limit", "100", "--precision", "bfloat16")
+    assert result.returncode == 0, result.stdout + result.stderr[-2000:]
+    assert "autocast bfloat16" in result.stdout and "ratio ours / nn.Transformer" in result.stdout
