@@ -1,16 +1,17 @@
 """Build the learner notebooks (``learner/``) from the solution notebooks (``notebooks/``).
 
 The solution notebooks are the single source. In them every exercise's answer
-sits between two marker lines, the first carrying the hint for the stub::
+sits between two marker lines, the first carrying the stub's message, the goal: what to
+return, its shape, where to reread (never the solution's code; tests/test_hints.py checks)::
 
-    # BEGIN SOLUTION: return a (size, size) bool tensor, True on and below the diagonal
+    # BEGIN SOLUTION: return a (size, size) bool tensor, True where a query may see the key
     return torch.ones(size, size, dtype=torch.bool).tril()
     # END SOLUTION
 
 In the learner version each such block becomes, at the block's indentation::
 
     # YOUR CODE HERE
-    raise NotImplementedError("return a (size, size) bool tensor, True on and below the diagonal")
+    raise NotImplementedError("return a (size, size) bool tensor, True where a query may see the key")
 
 and right after the exercise cell a markdown cell holds the original cell in a
 collapsed ``<details>`` block (one click away, never on screen by default). All
