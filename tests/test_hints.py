@@ -332,3 +332,26 @@ def test_the_course_list_of_exercises_matches_the_notebooks_stubs_and_checks():
     assert [(e.notebook, e.name) for e in exercises.EXERCISES] == found
     exported = sorted(n.removeprefix("check_") for n in checks.__all__ if n.startswith("check_"))
     assert sorted(e.name for e in exercises.EXERCISES) == exported
+
+
+def test_every_learner_solution_cell_folds_the_first_two_hints_of_its_exercise():
+    import nbformat
+
+    from transformer_lessons.authoring import build_learner
+
+    folded = 0
+    for path in sorted((ROOT / "learner").glob("[0-9][0-9]_*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        for i, cell in enumerate(nb.cells):
+            if build_learner.SOLUTION_TAG not in cell.metadata.get("tags", []):
+                continue
+            name = build_learner.exercise_after(nb.cells, i - 1)
+            hints = exercises.exercise(name).hints
+            text = cell.source
+            first, second, solution = (text.index(s) for s in ("Hint 1: where to look", "Hint 2: the approach",
+                                                                 "<summary>Show a solution</summary>"))
+            assert first < second < solution, path.name
+            assert build_learner.hints_markdown(name) in text
+            assert hints[2] not in text[:solution]  # the third level, the exact fix, is hint()'s
+            folded += 1
+    assert folded == 26  # one solution cell per exercise cell (multi-head attention's two blocks share one)
