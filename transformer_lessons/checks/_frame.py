@@ -117,6 +117,10 @@ def _exercise(
 ) -> Callable[[Callable[[Any], str]], Callable[[Any], None]]:
     """Wrap a check body: seeding, no_grad, the success line and the not-implemented line.
 
+    Every verdict (pass, fail, stub) is noted for ``progress()`` (:mod:`transformer_lessons.learner_progress`)
+    and for ``hint()`` (:mod:`transformer_lessons.exercises`: a failure's kept-back fixes); a
+    failure's message ends with the line saying how to ask for more help.
+
     The body returns a short description of what it checked, raises ExerciseError on a
     wrong answer, and calls learner code through :func:`_call`. The check returns None
     either way, so a notebook cell ending in ``check_x(x)`` echoes nothing after its line.
