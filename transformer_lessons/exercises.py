@@ -315,9 +315,13 @@ def hint(what: str | Callable[..., Any] | None = None) -> None:
             or nothing for the exercise checked last.
 
     After a failing check that recognised a known bug, the first call shows that
-    bug's fix; later calls go on with the exercise's own hints, one level each.
+    bug's fix; later calls go on with the exercise's own hints, one level each. A name
+    that is no exercise (or no name before any check ran) gets one line saying so.
     """
-    print(hint_text(what))
+    try:
+        print(hint_text(what))
+    except (KeyError, ValueError) as error:
+        print(f"hint: {error.args[0]}")
 
 
 def reset_hints() -> None:
