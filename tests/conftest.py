@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import errno
+import os
 import socket
+import tempfile
 
 import pytest
 import torch
 
+
+# Every check records its verdict (transformer_lessons.learner_progress): the tests, and the notebooks' kernels
+# that nbval starts from this process, write theirs to a file of their own, never to the learner's record.
+os.environ["TRANSFORMER_LESSONS_PROGRESS"] = os.path.join(tempfile.mkdtemp(prefix="tl-progress-"), "progress.json")
 
 # The tensors here are tiny: one thread is as fast, and far steadier on a busy 2-core machine.
 torch.set_num_threads(1)

@@ -82,9 +82,11 @@ def test_bugs_are_named(bug, message):
         check_rank_loss(bug)
 
 
-def test_an_unknown_wrong_answer_gets_the_numbers_and_the_formula():
-    with pytest.raises(ExerciseError, match=r"shards of \[7, 33\] tokens.*local_sum \* world_size / total_tokens"):
+def test_an_unknown_wrong_answer_gets_the_numbers_and_the_formula_on_asking():
+    with pytest.raises(ExerciseError, match=r"shards of \[7, 33\] tokens") as error:
         check_rank_loss(lambda s, n, total, world: 2 * s * world / total)
+    assert "local_sum * world_size / total_tokens" not in str(error.value)  # the formula waits for hint()
+    assert error.value.fixes == ("return local_sum * world_size / total_tokens",)
 
 
 def test_a_stub_is_not_implemented_yet(capsys):

@@ -79,10 +79,12 @@ def test_render_traceback_is_the_diagnosis_alone():
     text = ANSI.sub("", "\n".join(lines))
     assert 1 <= len(lines) <= 6 and all(len(ANSI.sub("", line)) <= 100 for line in lines)
     assert text.startswith("✘ causal_mask: off by one: the diagonal is excluded")
-    assert "tril(-1)" in text  # the fix
+    assert "tril(-1)" not in text and "tril(-1)" in " ".join(error.fixes)  # the fix waits for hint()
+    assert text.endswith("more help: hint('causal_mask')")
     assert "transformer_lessons" not in text and "Traceback" not in text and "File " not in text
     assert "\x1b[31m" in lines[0]  # red
-    assert str(error) == ANSI.sub("", text).replace("✘ ", "", 1).replace("\n  ", " ")  # str(error) stays plain text
+    assert str(error) == ANSI.sub("", text).replace("✘ ", "", 1).replace("\n  ", " ").replace(
+        " more help", "\n  more help")  # str(error) stays plain text
     assert "\x1b" not in str(error)
 
 
@@ -120,7 +122,7 @@ def test_a_failing_check_in_ipython_shows_only_the_diagnosis():
     out = ANSI.sub("", result.stdout)
     failed, passed, stub = (part.strip() for part in re.split(r"=== \w+\n?", out)[1:4])
     assert failed.startswith("✘ causal_mask: off by one: the diagonal is excluded"), out
-    assert "tril(-1)" in failed and len(failed.splitlines()) <= 4
+    assert "more help: hint('causal_mask')" in failed and len(failed.splitlines()) <= 4
     for frame_marker in ("Traceback", "transformer_lessons", "_frame", "File ", "ExerciseError"):
         assert frame_marker not in failed, out
     # The pass prints its line and echoes nothing: a True returned would show as "Out[..]: True".
@@ -229,8 +231,9 @@ class DecoderLayerFunctionalDropout(DecoderLayer):
     ids=["feed_forward", "multi_head_attention", "encoder_layer", "decoder_layer"],
 )
 def test_dropout_left_on_in_eval_mode_is_named(check, answer):
-    message = str(failure(check, answer))
-    assert "dropout is still on" in message and "training=self.training" in message, message
+    error = failure(check, answer)
+    message = str(error)
+    assert "dropout is still on" in message and "training=self.training" in " ".join(error.fixes), message
 
 
 def test_dropout_never_applied_is_named():

@@ -805,7 +805,7 @@ BUGS = {
     "dec_cross_attention_first": ("decoder_layer", dec_cross_attention_first, "sublayers are in the wrong order"),
     "dec_no_residual_self_attention": ("decoder_layer", dec_no_residual_self_attention,
                                        "residual around the self-attention is missing"),
-    "noam_branch_flipped": ("noam_rate", noam_branch_flipped, "use min, not max"),
+    "noam_branch_flipped": ("noam_rate", noam_branch_flipped, "not the larger (max)"),
 }
 
 

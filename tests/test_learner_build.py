@@ -597,11 +597,12 @@ def _outputs_text(cell) -> str:
 @pytest.mark.learner_exec
 @pytest.mark.skipif(not LEARNER_NOTEBOOKS, reason=NO_LEARNER)
 @pytest.mark.parametrize("path", LEARNER_NOTEBOOKS, ids=lambda p: p.stem)
-def test_learner_notebook_runs_with_every_exercise_open(path, monkeypatch):
+def test_learner_notebook_runs_with_every_exercise_open(path, monkeypatch, tmp_path):
     from nbclient import NotebookClient
 
     monkeypatch.setenv("TRANSFORMER_LESSONS_MODE", "quick")
     monkeypatch.setenv("MPLBACKEND", "agg")
+    monkeypatch.setenv("TRANSFORMER_LESSONS_PROGRESS", str(tmp_path / "progress.json"))  # this notebook's checks alone
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(
         nb, timeout=600, kernel_name="python3", allow_errors=True, resources={"metadata": {"path": str(LEARNER)}},
@@ -625,3 +626,8 @@ def test_learner_notebook_runs_with_every_exercise_open(path, monkeypatch):
             f"{path.name}: the check {check.id} after exercise {nb.cells[i - 1].id} should say "
             f"'not implemented yet', printed: {_outputs_text(check)[:300]!r}"
         )
+    # The checks noted their verdicts: a progress() table shows this notebook's exercises as stubs.
+    for cell in nb.cells:
+        if cell.cell_type == "code" and re.search(r"^progress\(\)", cell.source, re.M):
+            shown = _outputs_text(cell)
+            assert "… stub" in shown and "not started" in shown, f"{path.name}: progress() printed {shown[:300]!r}"

@@ -7,6 +7,8 @@ friends are imported by name when a notebook needs them.
 
 from transformer_lessons.attention import MultiHeadAttention, scaled_dot_product_attention
 from transformer_lessons.config import PRESETS, ModelConfig, compute_mode
+from transformer_lessons.exercises import hint
+from transformer_lessons.learner_progress import progress
 from transformer_lessons.masks import causal_mask, padding_mask, target_mask
 from transformer_lessons.model import Transformer, make_model
 
@@ -19,8 +21,10 @@ __all__ = [
     "Transformer",
     "causal_mask",
     "compute_mode",
+    "hint",
     "make_model",
     "padding_mask",
+    "progress",
     "scaled_dot_product_attention",
     "target_mask",
 ]

@@ -1,19 +1,23 @@
 """Build the learner notebooks (``learner/``) from the solution notebooks (``notebooks/``).
 
 The solution notebooks are the single source. In them every exercise's answer
-sits between two marker lines, the first carrying the hint for the stub::
+sits between two marker lines, the first carrying the stub's message, the goal: what to
+return, its shape, where to reread (never the solution's code; tests/test_hints.py checks)::
 
-    # BEGIN SOLUTION: return a (size, size) bool tensor, True on and below the diagonal
+    # BEGIN SOLUTION: return a (size, size) bool tensor, True where a query may see the key
     return torch.ones(size, size, dtype=torch.bool).tril()
     # END SOLUTION
 
 In the learner version each such block becomes, at the block's indentation::
 
     # YOUR CODE HERE
-    raise NotImplementedError("return a (size, size) bool tensor, True on and below the diagonal")
+    raise NotImplementedError("return a (size, size) bool tensor, True where a query may see the key")
 
 and right after the exercise cell a markdown cell holds the original cell in a
-collapsed ``<details>`` block (one click away, never on screen by default). All
+collapsed ``<details>`` block (one click away, never on screen by default), after two
+folded hints (where to look, the approach) of the exercise whose check follows the
+cell: the first two levels that ``hint()`` prints, from the same table
+(:data:`transformer_lessons.exercises.EXERCISES`). All
 outputs are cleared, a banner at the top says which version this is, and the
 Colab cells (see :mod:`transformer_lessons.authoring.colab`) point at the learner file.
 
@@ -29,12 +33,14 @@ Usage (from the repository root; ``make learner`` runs it after the Colab stamp)
 from __future__ import annotations
 
 import argparse
+import html
 import re
 import sys
 from pathlib import Path
 
 import nbformat
 
+from transformer_lessons import exercises
 from transformer_lessons.authoring import colab
 
 ROOT = colab.ROOT
@@ -46,6 +52,8 @@ GENERATOR = "transformer_lessons.authoring.build_learner"  # named in each learn
 BEGIN = re.compile(r"^(?P<indent>[ \t]*)# BEGIN SOLUTION(?::[ \t]*(?P<hint>.*?))?[ \t]*$")
 END = re.compile(r"^[ \t]*# END SOLUTION[ \t]*$")
 STUB_COMMENT = "# YOUR CODE HERE"
+CHECK_CALL = re.compile(r"^check_(\w+)\(", re.M)  # the check that follows an exercise names it
+FOLDED_HINTS = ((1, "where to look"), (2, "the approach"))  # the third level, the exact fix, is hint()'s
 BANNER_TAG = "learner-banner"
 SOLUTION_TAG = "learner-solution"
 # Notebook metadata that only describes a run (saved widget state); a learner file has not been run.
@@ -130,12 +138,31 @@ def solution_markdown(source: str) -> str:
     ])
 
 
+def exercise_after(cells, index: int) -> str | None:
+    """The exercise of the stub in ``cells[index]``: the first check called in that cell or a later one."""
+    for cell in cells[index:]:
+        if cell.cell_type == "code" and (call := CHECK_CALL.search(_text(cell))):
+            return call[1]
+    return None
+
+
+def hints_markdown(name: str) -> str:
+    """The first hints of exercise ``name``, each folded in its own ``<details>`` block."""
+    exercise = exercises.exercise(name)
+    parts = []
+    for level, label in FOLDED_HINTS:
+        parts += [f"<details><summary>Hint {level}: {label}</summary>", "", html.escape(exercise.hints[level - 1],
+                  quote=False), "", "</details>"]
+    return "\n".join(parts)
+
+
 def banner_markdown(name: str, course: colab.Course | None) -> str:
     solution = f"{SOURCE_DIR}/{name}"
     lines = [
         "> **Learner version.** Each exercise is a stub that raises `NotImplementedError`: replace "
         f"`{STUB_COMMENT}` and the `raise` line with your code, then run the check below it. "
-        "A solution sits under each exercise, folded (*Show a solution*).",
+        "A solution sits under each exercise, folded (*Show a solution*), after two folded hints; "
+        "`hint(\"<exercise>\")` also gives them, one per call.",
         ">",
         f"> The complete notebook, with every answer and output, is [`{solution}`](../{solution})"
         + (f" ([open it in Colab]({course.colab_url(solution)}))" if course else "")
@@ -185,7 +212,11 @@ def build_notebook(source_nb, name: str, course: colab.Course | None):
         new["id"] = f"{cid}-learner"
         cells.append(new)
         if blocks:
-            solution = nbformat.v4.new_markdown_cell(solution_markdown(text), metadata={"tags": [SOLUTION_TAG]})
+            folded = solution_markdown(text)
+            checked = exercise_after(source_nb.cells, index)
+            if checked is not None and checked in {e.name for e in exercises.EXERCISES}:
+                folded = hints_markdown(checked) + "\n\n" + folded
+            solution = nbformat.v4.new_markdown_cell(folded, metadata={"tags": [SOLUTION_TAG]})
             solution["id"] = f"{cid}-solution"
             cells.append(solution)
     nb.cells = cells

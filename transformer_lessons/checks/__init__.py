@@ -7,10 +7,14 @@ Every ``check_*`` takes the learner's function or class and
 * raises :class:`ExerciseError` (an ``AssertionError``) when it is wrong. The
   check computes what each common mistake would produce and, when the answer
   matches one of them, says which ("did you forget to divide by sqrt(d_k)?"),
-  or two of them at once ("two things differ"). The simulations use what the
+  or two of them at once ("two things differ"). The message names the bug and
+  the concept and ends with ``more help: hint('<name>')``; the code of the fix,
+  written in the check between ``[[`` and ``]]``, is kept out of it until the
+  learner asks :func:`transformer_lessons.hint`. The simulations use what the
   learner built (their own LayerNorm, epsilon, dropout) where that matters.
   In Jupyter the error shows as that diagnosis alone, a few red lines, without
   the check's own traceback; ``str(error)`` is the same plain message;
+* notes its verdict for :func:`transformer_lessons.progress` (pass, fail, stub);
 * prints "not implemented yet" and returns ``None`` while the answer is still a
   stub raising ``NotImplementedError``, so a notebook with open exercises still
   runs top to bottom. Only the learner's own ``raise NotImplementedError`` counts:

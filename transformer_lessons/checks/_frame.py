@@ -20,12 +20,23 @@ import functools
 import inspect
 import itertools
 import numbers
+import re
 from typing import Any, Callable, NamedTuple, Sequence
 
 import torch
 from torch import nn
 
+from transformer_lessons import exercises, learner_progress
 from transformer_lessons.checks import _feedback
+
+# In a message, [[...]] holds the exact fix (code): kept out of the first message, shown by hint().
+_FIX = re.compile(r"\s*\[\[(.*?)\]\](?!\])", re.S)
+
+
+def split_fix(message: str) -> tuple[str, tuple[str, ...]]:
+    """A message written with ``[[fix]]`` parts: (the message without them, the fixes in order)."""
+    fixes = tuple(fix.strip().lstrip(":;,.").strip() for fix in _FIX.findall(message))
+    return _FIX.sub("", message), fixes
 
 
 class ExerciseError(AssertionError):
@@ -36,13 +47,26 @@ class ExerciseError(AssertionError):
     message. In IPython and Jupyter the error draws itself as that message alone,
     in red (:meth:`_render_traceback_`), without the check's own frames.
 
+    The message names the bug and the concept; the exact fix (code) is written in
+    the check between ``[[`` and ``]]`` and kept out of it: :func:`transformer_lessons.hint`
+    shows it when the learner asks.
+
     Attributes:
         known_bug: True when the message names a mistake the check recognised
             (the answer equals what that mistake computes), False when the answer
             only differs from the reference.
+        fixes: the exact fixes kept back from the message, in order (empty if none).
     """
 
     known_bug: bool = False
+    fixes: tuple[str, ...] = ()
+
+    def __init__(self, *args: Any) -> None:
+        if args and isinstance(args[0], str):
+            message, fixes = split_fix(args[0])
+            args = (message, *args[1:])
+            self.fixes = fixes
+        super().__init__(*args)
 
     def _render_traceback_(self) -> list[str]:
         """IPython's hook: the lines to show instead of the traceback (the diagnosis, wrapped, in red)."""
@@ -81,8 +105,10 @@ _DROPOUT = 0.5
 _DROPOUT_IN_EVAL = (
     "in eval mode (module.eval()) two calls with the same input gave different outputs: dropout is still on. "
     "F.dropout(x, p) defaults to training=True, and an nn.Dropout created inside forward is always in training "
-    "mode: create self.dropout = nn.Dropout(dropout) in __init__ and apply it in forward (it switches off in "
-    "eval mode), or pass training=self.training"
+    "mode: create the dropout module once, in __init__, and apply it in forward (it switches off in eval mode), "
+    "or tell the function whether the module is training"
+    "[[: self.dropout = nn.Dropout(dropout) in __init__, self.dropout(...) in forward; or F.dropout(x, p, "
+    "training=self.training)]]"
 )
 
 
@@ -90,6 +116,10 @@ def _exercise(
     name: str, todo: str, *, takes: str = "function", prepare: Callable[[], Any] | None = None
 ) -> Callable[[Callable[[Any], str]], Callable[[Any], None]]:
     """Wrap a check body: seeding, no_grad, the success line and the not-implemented line.
+
+    Every verdict (pass, fail, stub) is noted for ``progress()`` (:mod:`transformer_lessons.learner_progress`)
+    and for ``hint()`` (:mod:`transformer_lessons.exercises`: a failure's kept-back fixes); a
+    failure's message ends with the line saying how to ask for more help.
 
     The body returns a short description of what it checked, raises ExerciseError on a
     wrong answer, and calls learner code through :func:`_call`. The check returns None
@@ -104,6 +134,8 @@ def _exercise(
             "still checking" clock starts.
     """
 
+    exercises.exercise(name)  # every check is an exercise of the course's table (KeyError otherwise)
+
     def decorate(body: Callable[[Any], str]) -> Callable[[Any], None]:
         @functools.wraps(body)
         def check(answer: Any) -> None:
@@ -116,12 +148,20 @@ def _exercise(
                     torch.manual_seed(0)
                     checked = body(answer)
             except _NotImplementedYet:
-                print(f"{name}: not implemented yet — {todo}")
+                exercises.checked(name)
+                learner_progress.record(name, "stub")
+                print(f"{name}: not implemented yet — {todo}; stuck? hint('{name}')")
                 return None
             except ExerciseError as error:
-                # Prefix the exercise's name; a bare `raise` keeps the traceback and the cause.
-                error.args = (f"{name}: {error.args[0] if error.args else 'wrong answer'}",)
+                # Prefix the exercise's name, end with where to get more help; a bare `raise` keeps the
+                # traceback and the cause.
+                message = f"{name}: {error.args[0] if error.args else 'wrong answer'}"
+                exercises.checked(name, message, error.fixes)
+                learner_progress.record(name, "fail")
+                error.args = (f"{message}\n{exercises.more_help(name)}",)
                 raise
+            exercises.checked(name)
+            learner_progress.record(name, "pass")
             print(f"✔ {name}: correct (checked {checked})")
             return None
 
@@ -309,7 +349,8 @@ def _expect_dropout(module: nn.Module, zero: Callable[[], nn.Module], args: tupl
     if isinstance(out, torch.Tensor) and out.shape == eval_out.shape and torch.allclose(out, eval_out):
         raise _known_bug(
             f"built with dropout={_DROPOUT}, your module gives the same output in training mode as in eval mode: "
-            f"the dropout argument is not used. Store self.dropout = nn.Dropout(dropout) and apply it {where}"
+            f"the dropout argument is not used: store a dropout module built with it and apply it {where}"
+            "[[: self.dropout = nn.Dropout(dropout) in __init__]]"
         )
     unused = zero().train()
     copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
@@ -320,7 +361,7 @@ def _expect_dropout(module: nn.Module, zero: Callable[[], nn.Module], args: tupl
                  + ": a sub-module built without the dropout argument keeps its own default rate") if held else ""
         raise _known_bug(
             f"built with dropout=0.0, your module still drops in training mode{found}. Is a rate hard-coded "
-            "(nn.Dropout(0.1)), or not passed on? Use the dropout argument: self.dropout = nn.Dropout(dropout)"
+            "(nn.Dropout(0.1)), or not passed on? Use the dropout argument[[: self.dropout = nn.Dropout(dropout)]]"
         )
 
 

@@ -31,11 +31,12 @@ _PAD = 0
 _VOCAB = 11  # source and target share it, so the "wrong input" bugs can run
 _D_MODEL = 16  # not _VOCAB: hidden states (B, T, D) and logits (B, T, V) have different shapes
 
-_WIRING = ("memory = model.encode(src, src_mask) -> (B, S, D); "
-           "model.decode(memory, src_mask, tgt_in, tgt_mask) -> logits (B, T, V)")
+_WIRING = ("the encoder turns the source into the memory (B, S, D); the decoder reads tgt_in against it and gives "
+           "the logits (B, T, V)[[: memory = model.encode(src, src_mask) -> (B, S, D); "
+           "model.decode(memory, src_mask, tgt_in, tgt_mask) -> logits (B, T, V)]]")
 _HIDDEN = ("your output has shape (B, T, d_model): those are the decoder's hidden states. The model's decode already "
-           "ends with the generator, the Linear layer that scores every target token (§3.4): return "
-           "model.decode(memory, src_mask, tgt_in, tgt_mask), (B, T, V)")
+           "ends with the generator, the Linear layer that scores every target token (§3.4): return what decode "
+           "returns, (B, T, V)[[: return model.decode(memory, src_mask, tgt_in, tgt_mask)]]")
 _SOFTMAX = ("return the logits, not probabilities: model.decode already gives the pre-softmax scores (B, T, V), and "
             "cross-entropy applies the (log-)softmax itself; a softmax before it squashes the loss and its gradients")
 
@@ -59,23 +60,26 @@ def _assembly_bugs(model: Transformer, src, tgt_in, src_mask, tgt_mask) -> list[
 
     return [
         ("the cross-attention got tgt_mask: decode's second argument is the mask over the SOURCE keys the decoder "
-         "reads, src_mask (B, 1, 1, S): model.decode(memory, src_mask, tgt_in, tgt_mask)", wired(cross_mask=tgt_mask)),
-        ("src_mask and tgt_mask are swapped in decode: its arguments are (memory, src_mask, tgt_in, tgt_mask)",
+         "reads, src_mask (B, 1, 1, S)[[: model.decode(memory, src_mask, tgt_in, tgt_mask)]]", wired(cross_mask=tgt_mask)),
+        ("src_mask and tgt_mask are swapped in decode: the source's mask comes before the target"
+         "[[: model.decode(memory, src_mask, tgt_in, tgt_mask)]]",
          wired(cross_mask=tgt_mask, self_mask=src_mask)),
-        ("src_mask is missing in decode (None): the cross-attention then reads the source's padding; "
-         "model.decode(memory, src_mask, tgt_in, tgt_mask)", wired(cross_mask=None)),
-        ("src_mask is missing in encode (None): the encoder then attends to the source's padding; "
-         "model.encode(src, src_mask)", wired(enc_mask=None)),
+        ("src_mask is missing in decode (None): the cross-attention then reads the source's padding"
+         "[[: model.decode(memory, src_mask, tgt_in, tgt_mask)]]", wired(cross_mask=None)),
+        ("src_mask is missing in encode (None): the encoder then attends to the source's padding"
+         "[[: model.encode(src, src_mask)]]", wired(enc_mask=None)),
         ("src_mask is missing in both encode and decode (None): pass it to both, the encoder's self-attention and "
          "the decoder's cross-attention read the same source", wired(enc_mask=None, cross_mask=None)),
-        ("the encoder's mask is src_mask, not tgt_mask: model.encode(src, src_mask)", wired(enc_mask=tgt_mask)),
-        ("tgt_mask is missing in decode (None): without the causal mask every position sees the target's future; "
-         "model.decode(memory, src_mask, tgt_in, tgt_mask)", wired(self_mask=None)),
-        ("the encoder reads the SOURCE: memory = model.encode(src, src_mask), not model.encode(tgt_in, ...)",
+        ("the encoder's mask is src_mask, not tgt_mask[[: model.encode(src, src_mask)]]", wired(enc_mask=tgt_mask)),
+        ("tgt_mask is missing in decode (None): without the causal mask every position sees the target's future"
+         "[[: model.decode(memory, src_mask, tgt_in, tgt_mask)]]", wired(self_mask=None)),
+        ("the encoder reads the SOURCE, not the target[[: memory = model.encode(src, src_mask), not model.encode(tgt_in, ...)]]",
          wired(enc_in=tgt_in)),
-        ("the encoder reads the SOURCE: memory = model.encode(src, src_mask), not model.encode(tgt_in, ...)",
+        ("the encoder reads the SOURCE, with its mask, not the target"
+         "[[: memory = model.encode(src, src_mask), not model.encode(tgt_in, ...)]]",
          wired(enc_in=tgt_in, enc_mask=tgt_mask)),
-        ("the decoder reads the TARGET (shifted right): model.decode(memory, src_mask, tgt_in, tgt_mask), not src",
+        ("the decoder reads the TARGET (shifted right), not the source"
+         "[[: model.decode(memory, src_mask, tgt_in, tgt_mask), not src]]",
          wired(dec_in=src)),
         ("src and tgt_in are swapped: the encoder reads src, the decoder tgt_in",
          wired(enc_in=tgt_in, dec_in=src)),

@@ -75,19 +75,20 @@ def _sdpa_bugs(q, k, v, mask=None) -> list[Bug]:
     slips: list[Slip] = []
     if mask is not None:
         slips += [
-            Slip("your mask has no effect. Note that scores.masked_fill(...) returns a NEW tensor: assign it, "
-                 "scores = scores.masked_fill(~mask, float('-inf')). (This bug made one published tutorial's model "
+            Slip("your mask has no effect: masked_fill returns a NEW tensor, which must be assigned back to the "
+                 "scores[[: scores = scores.masked_fill(~mask, float('-inf'))]]. (This bug made one published tutorial's model "
                  "answer 'pool pool pool'.)", {"mask": None}),
-            Slip("your mask is inverted: True means 'may attend', so fill the scores where the mask is False: "
-                 "scores.masked_fill(~mask, float('-inf')) (or mask == 0), not masked_fill(mask, ...)",
+            Slip("your mask is inverted: True means 'may attend', so fill the scores where the mask is False"
+                 "[[: scores.masked_fill(~mask, float('-inf')) (or mask == 0), not masked_fill(mask, ...)]]",
                  {"mask_mode": "inverted"}),
             Slip("you zeroed masked weights after the softmax, so the remaining weights no longer sum to 1: "
                  "mask the scores with -inf BEFORE the softmax", {"mask_mode": "zero_after"}),
             Slip("multiplying the scores by the mask gives masked keys a score of 0, which still gets weight: "
-                 "use scores.masked_fill(~mask, float('-inf')) so their weight is exactly 0", {"mask_mode": "multiply"}),
+                 "fill them with -inf instead, so that their weight is exactly 0"
+                 "[[: scores.masked_fill(~mask, float('-inf'))]]", {"mask_mode": "multiply"}),
         ]
     slips += [
-        Slip("did you forget to divide the scores by sqrt(d_k)? softmax(query @ key.transpose(-2, -1) / math.sqrt(d_k))",
+        Slip("did you forget to divide the scores by sqrt(d_k)?[[ softmax(query @ key.transpose(-2, -1) / math.sqrt(d_k))]]",
              {"scale": 1.0}),
         Slip(f"you divided the scores by d_k = {d_k} instead of sqrt(d_k) = {math.sqrt(d_k):.3g}", {"scale": 1 / d_k}),
         Slip("you multiplied the scores by sqrt(d_k); divide them by it instead", {"scale": math.sqrt(d_k)}),
@@ -95,14 +96,14 @@ def _sdpa_bugs(q, k, v, mask=None) -> list[Bug]:
     # sqrt of the size of another axis (query.size(0), key.size(1), ...) instead of the last one.
     other_sizes = sorted({n for n in (*q.shape[:-1], *k.shape[:-1], v.size(-1)) if n not in (1, d_k)})
     slips += [
-        Slip(f"d_k is the size of the LAST axis of query and key, query.size(-1) = {d_k}; you divided by "
-             f"sqrt({n}), the size of another axis", {"scale": 1 / math.sqrt(n)})
+        Slip(f"d_k is the size of the LAST axis of query and key, {d_k}; you divided by "
+             f"sqrt({n}), the size of another axis[[: d_k = query.size(-1)]]", {"scale": 1 / math.sqrt(n)})
         for n in other_sizes
     ]
     slips += [
-        Slip("the softmax runs over the wrong axis (the queries): use softmax(dim=-1), over the keys, "
-             "so each query's weights sum to 1", {"dim": -2}),
-        Slip("the softmax runs over the wrong axis (the batch): use softmax(dim=-1), over the keys", {"dim": 0}),
+        Slip("the softmax runs over the wrong axis (the queries): it must run over the keys, the last "
+             "axis, so that each query's weights sum to 1[[: softmax(dim=-1)]]", {"dim": -2}),
+        Slip("the softmax runs over the wrong axis (the batch): it must run over the keys, the last axis[[: softmax(dim=-1)]]", {"dim": 0}),
     ]
 
     def masked(s):
@@ -111,7 +112,7 @@ def _sdpa_bugs(q, k, v, mask=None) -> list[Bug]:
     others: list[Bug] = [
         ("the weights you return are the scores BEFORE the softmax: return the softmax probabilities",
          lambda: (_attention(q, k, v, mask)[0], masked(scores / math.sqrt(d_k)))),
-        ("the output uses the scores instead of the softmax weights: output = weights @ value",
+        ("the output uses the scores instead of the softmax weights[[: output = weights @ value]]",
          lambda: (masked(scores / math.sqrt(d_k)) @ v, _attention(q, k, v, mask)[1])),
     ]
     # Matmul orders that only run when T == S and d_k == d_v (the square diagnosis run).
@@ -121,9 +122,10 @@ def _sdpa_bugs(q, k, v, mask=None) -> list[Bug]:
          lambda: (v @ weights, weights)),
         ("output should be weights @ value; you used the transposed weights",
          lambda: (weights.transpose(-2, -1) @ v, weights)),
-        ("scores should be query @ key.transpose(-2, -1), one row per query; you computed key @ query.transpose(-2, -1)",
+        ("the scores should have one row per query (the queries times the transposed keys); you multiplied the keys by "
+         "the transposed queries[[: scores = query @ key.transpose(-2, -1)]]",
          lambda: _attention(k, q, v, mask.transpose(-2, -1) if mask is not None else None)),
-        ("did you forget to transpose the key? scores = query @ key.transpose(-2, -1)",
+        ("did you forget to transpose the key?[[ scores = query @ key.transpose(-2, -1)]]",
          lambda: (((q @ k) / math.sqrt(d_k)).softmax(-1) @ v, ((q @ k) / math.sqrt(d_k)).softmax(-1))),
     ]
     return _slip_bugs(simulate, slips, others=others)
@@ -144,7 +146,7 @@ def _unpack_attention(
     if isinstance(weights, torch.Tensor) and _shape(weights) == (*batch, S, T) and S != T:
         raise ExerciseError(
             f"weights have shape {_shape(weights)} = (..., S, T) but should be {w_shape} = (..., T, S), one row per "
-            "query: scores = query @ key.transpose(-2, -1)"
+            "query[[: scores = query @ key.transpose(-2, -1)]]"
         )
     output = _expect_tensor(result[0], "output", out_shape, dtype, nan_hint=_MASK_NAN_HINT, finite=finite,
                             shape_hint="output = weights @ value, (..., T, S) @ (..., S, d_v)")
@@ -272,8 +274,9 @@ def check_scaled_dot_product_attention(fn: Callable[..., tuple[torch.Tensor, tor
             if square_error.known_bug:
                 raise square_error from error
         raise ExerciseError(
-            f"{error.args[0]}\n  with query {_shape(q)}, key {_shape(k)}, value {_shape(v)} the shapes should go "
-            f"scores = query @ key.transpose(-2, -1) -> (2, 4, 6), output = weights @ value -> (2, 4, 5) "
+            f"{error.args[0]}\n  with query {_shape(q)}, key {_shape(k)}, value {_shape(v)} the scores should "
+            f"be (2, 4, 6), one row per query and one column per key, and the output (2, 4, 5)"
+            "[[: scores = query @ key.transpose(-2, -1) -> (2, 4, 6), output = weights @ value -> (2, 4, 5)]] "
             "(note: key.T reverses ALL the axes of a batched tensor)"
         ) from error.__cause__
     _check_attention_case(fn, q, k, v, _allowed_mask((2, 4, 6)))
@@ -285,7 +288,8 @@ def check_scaled_dot_product_attention(fn: Callable[..., tuple[torch.Tensor, tor
     except ExerciseError as error:
         raise ExerciseError(
             f"correct on (B, T, d_k) inputs but not with a heads axis (B, H, T, d_k) and a (B, 1, 1, S) mask: "
-            f"count axes from the end (key.transpose(-2, -1), size(-1), softmax(dim=-1)).\n  {error.args[0]}"
+            f"count axes from the end (the last two for the transpose, the last one for d_k and for the "
+            f"softmax)[[: key.transpose(-2, -1), size(-1), softmax(dim=-1)]].\n  {error.args[0]}"
         ) from error.__cause__
     note = _blocked_query(fn)
     return "shapes, values against F.scaled_dot_product_attention, masking, rows sum to 1, heads axis" + note
@@ -346,21 +350,23 @@ def _torch_mha(m, n_heads, query, key, value, mask=None) -> torch.Tensor:
 def _mha_bugs(m: nn.Module, H: int, q, k, v, mask) -> list[Bug]:
     """The common multi-head attention bugs on these inputs, alone and two at a time: each hint, and what it returns."""
     D = q.size(-1)
-    split = ("the heads are split wrongly: x.view(B, H, L, d_head) mixes positions across heads. Split the LAST "
-             "axis: x.view(B, L, H, d_head).transpose(1, 2)")
+    split = ("the heads are split wrongly: viewing the projections as (B, H, L, d_head) mixes positions across heads. "
+             "Split the LAST axis into (H, d_head), then move the heads axis forward"
+             "[[: x.view(B, L, H, d_head).transpose(1, 2)]]")
     slips = [
-        Slip("did you forget to divide the scores by sqrt(d_head)? Each head's scores are "
-             "q @ k.transpose(-2, -1) / math.sqrt(d_head)", {"scale": 1.0}),
+        Slip("did you forget to divide the scores by sqrt(d_head)? "
+             "[[ Each head's scores are q @ k.transpose(-2, -1) / math.sqrt(d_head)]]", {"scale": 1.0}),
         Slip(f"divide each head's scores by sqrt(d_head) = sqrt(d_model / n_heads) = {math.sqrt(D // H):.3g}, "
              f"not sqrt(d_model) = {math.sqrt(D):.3g}", {"scale": 1 / math.sqrt(D)}),
         Slip(f"divide by sqrt(d_head) = {math.sqrt(D // H):.3g}, not d_head = {D // H}", {"scale": 1 / (D // H)}),
         Slip(split, {"split": "view", "concat": "no_transpose"}),
         Slip(split, {"split": "view"}),
         Slip("the heads are concatenated wrongly: transpose (B, H, T, d_head) back to (B, T, H, d_head) BEFORE "
-             "reshaping to (B, T, d_model): out.transpose(1, 2).reshape(B, T, d_model)", {"concat": "no_transpose"}),
+             "reshaping to (B, T, d_model)[[: out.transpose(1, 2).reshape(B, T, d_model)]]", {"concat": "no_transpose"}),
         Slip("the heads are concatenated in the wrong order: each position's vector is head 0's d_head values, "
-             "then head 1's, ...: out.transpose(1, 2).reshape(B, T, d_model)", {"concat": "heads_last"}),
-        Slip("the output projection w_o is missing: return self.w_o(concatenated heads)", {"w_o": False}),
+             "then head 1's, ...[[: out.transpose(1, 2).reshape(B, T, d_model)]]", {"concat": "heads_last"}),
+        Slip("the output projection w_o is missing: apply it to the concatenated heads"
+             "[[: return self.w_o(concatenated heads)]]", {"w_o": False}),
         Slip("forward uses the query for keys and values: project key with w_k and value with w_v", {"inputs": "query"}),
         Slip("keys and values are swapped: keys come from w_k(key), values from w_v(value)", {"inputs": "swap"}),
     ]

@@ -93,19 +93,21 @@ _BUGS = [
     ("the last batch is missing: after the loop, append the batch still being filled (if it is not empty)",
      dict(drop_last=True)),
     ("you counted the tokens (the sum of the lengths), but a batch is padded to its longest member: its size is "
-     "len(batch) * max(lengths in it). Count (len(batch) + 1) * max(longest, lengths[i]) before adding i",
+     "its number of rows times its longest length. Count the size the batch would have with i, before adding i"
+     "[[: (len(batch) + 1) * max(longest, lengths[i]) <= max_tokens]]",
      dict(cost="tokens")),
     ("off by one: a batch whose padded size EQUALS max_tokens fits (<=); you cut it with <",
      dict(strict=True)),
-    ("sort the indices by length first, shortest first: sorted(range(len(lengths)), key=lambda i: lengths[i]). "
+    ("sort the indices by length first, shortest first[[: sorted(range(len(lengths)), key=lambda i: lengths[i])]]. "
      "Cut in input order, short sentences share batches with long ones and are padded to their width",
      dict(order="input")),
-    ("sort shortest first, as TokenBatcher does: sorted(range(len(lengths)), key=lambda i: lengths[i]) (you sorted "
-     "longest first, which cuts the batches elsewhere)", dict(order="longest")),
-    ("count the new row too: adding index i makes the batch (len(batch) + 1) rows, each as wide as the longest",
+    ("sort shortest first, as TokenBatcher does (you sorted "
+     "longest first, which cuts the batches elsewhere)[[: sorted(range(len(lengths)), key=lambda i: lengths[i])]]", dict(order="longest")),
+    ("count the new row too: adding index i makes the batch one row longer, each row as wide as the longest"
+     "[[: (len(batch) + 1) * longest]]",
      dict(cost="rows_before")),
-    ("count the new item's length: the batch becomes as wide as max(longest so far, lengths[i]), check "
-     "(len(batch) + 1) * max(longest, lengths[i]) <= max_tokens BEFORE adding it", dict(cost="longest_before")),
+    ("count the new item's length: the batch becomes as wide as the longer of its longest so far and the new one; "
+     "check the size BEFORE adding it[[: (len(batch) + 1) * max(longest, lengths[i]) <= max_tokens]]", dict(cost="longest_before")),
     ("a sequence longer than max_tokens still goes in, alone: when the batch is empty, add the index whatever its "
      "length (dropping it would lose training data)", dict(drop_long=True)),
 ]
@@ -140,7 +142,8 @@ def _diagnose_batches(batches: Batches, lengths: Sequence[int], max_tokens: int,
             rows = f"{len(batch)} rows x longest {max(lengths[i] for i in batch)} = {size} > max_tokens = {max_tokens}"
             if sum(lengths[i] for i in batch) <= max_tokens:
                 raise _known_bug(f"a batch's padded size is {rows}: you counted the tokens (the sum of the lengths), "
-                                 "but every row is padded to the longest; count len(batch) * max(lengths in it)")
+                                 "but every row is padded to the longest; count rows times the longest length"
+                                 "[[: len(batch) * max(lengths in it)]]")
             raise _known_bug(f"a batch's padded size is {rows}: cut the batch before it grows past max_tokens")
     if _padded(lengths, batches) > _padded(lengths, expected):
         raise _known_bug(f"your batches hold {_padded(lengths, batches)} padded tokens, the rule's "
@@ -149,8 +152,8 @@ def _diagnose_batches(batches: Batches, lengths: Sequence[int], max_tokens: int,
     got = _signature(lengths, batches)
     first = next((k for k, (g, w) in enumerate(zip(got, want)) if g != w), min(len(got), len(want)))
     raise ExerciseError(
-        f"the batches differ from the rule's (sort by length, shortest first; cut when (len(batch) + 1) * longest "
-        f"would exceed max_tokens): {len(want)} batches expected, got {len(got)}. Sorted by their lengths, batch "
+        f"the batches differ from the rule's (sort by length, shortest first; cut when the batch with one more row "
+        f"would exceed max_tokens, padding included): {len(want)} batches expected, got {len(got)}. Sorted by their lengths, batch "
         f"{first} should hold lengths {list(want[first]) if first < len(want) else 'nothing'}, yours holds "
         f"{list(got[first]) if first < len(got) else 'nothing'}"
     )
@@ -192,7 +195,7 @@ def check_batch_by_tokens(fn: Callable[[list[int], int], list[list[int]]]) -> st
         batches = _as_batches(_call(fn, given, max_tokens, hint="batches = [[indices ...], ...]"))
         if given != lengths:
             raise _known_bug("your code changed `lengths` (lengths.sort()?), which loses which index has which "
-                             "length: sort the INDICES by length, sorted(range(len(lengths)), key=lambda i: lengths[i])")
+                             "length: sort the INDICES by length[[: sorted(range(len(lengths)), key=lambda i: lengths[i])]]")
         if any(not batch for batch in batches):
             where = f" for lengths={lengths}, max_tokens={max_tokens}" if len(lengths) < 16 else ""
             raise _known_bug(f"your answer has an empty batch{where}: when an index does not fit in an EMPTY batch "

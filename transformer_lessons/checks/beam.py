@@ -75,10 +75,11 @@ def _beam_bugs(scores: torch.Tensor, log_probs: torch.Tensor, K: int) -> list[Bu
     """The known mistakes of one beam step, alone and two at a time: each hint, and what it returns."""
     slips = [
         Slip("each prefix keeps its own best token (a top-1 per beam): the K survivors are the K best of ALL K·V "
-             "extensions, so a strong prefix may get several and a weak one none. Flatten: cand.view(-1).topk(K)",
+             "extensions, so a strong prefix may get several and a weak one none. Flatten the candidates before choosing"
+             "[[: cand.view(-1).topk(K)]]",
              {"joint": False}),
         Slip("the prefix scores are not added: a candidate's score is its prefix's score plus the token's "
-             "log-probability, cand = scores[:, None] + log_probs", {"add_prefix": False}),
+             "log-probability[[: cand = scores[:, None] + log_probs]]", {"add_prefix": False}),
         Slip("parent and token are swapped: in the flattened (K·V,) candidates, index i is prefix i // V and token i % V",
              {"swap": True}),
         Slip("divide (and take the rest) by V, the vocabulary size: index i of the flattened (K, V) candidates is "
@@ -99,7 +100,7 @@ def _expect_step(got: Any, K: int, V: int) -> tuple[torch.Tensor, torch.Tensor, 
         raise ExerciseError("return three tensors, (new_scores, parent, token), each of shape (K,)")
     if any(isinstance(t, torch.Tensor) and t.dim() == 2 and t.size(0) == K and t.size(1) > 1 for t in got):
         raise _known_bug(f"your outputs are ({K}, ...) tables, one row per prefix: a topk per beam. The K survivors are "
-                         "the K best of ALL K·V extensions: flatten the candidates first, cand.view(-1).topk(K)")
+                         "the K best of ALL K·V extensions: flatten the candidates first[[: cand.view(-1).topk(K)]]")
     hint = f"Each output has one entry per survivor: (K,) = ({K},)"
     new_scores = _expect_tensor(got[0], "new_scores", shape=(K,), shape_hint=hint, finite=False)
     parent = _expect_tensor(got[1], "parent", shape=(K,), shape_hint=hint)
@@ -113,8 +114,8 @@ def _expect_step(got: Any, K: int, V: int) -> tuple[torch.Tensor, torch.Tensor, 
 
 @_exercise(
     "beam_step",
-    "score every extension, scores[:, None] + log_probs (K, V), keep the K best of all K·V of them, and return "
-    "their scores, prefixes (index // V) and tokens (index % V)",
+    "score every extension (its prefix's score plus its log-probability), keep the K best of all K·V of them, "
+    "and return their scores, their prefixes and their tokens",
 )
 def check_beam_step(fn: Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> str:
     """Check one step of beam search: extend K prefixes by every token, keep the K best (paper §6.1).
@@ -158,5 +159,7 @@ def check_beam_step(fn: Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Te
                 raise _known_bug("the right K survivors, in another order: return them best first (topk sorts them; "
                                  "sorted=True is its default)")
         _diagnose(got, expected, _beam_bugs(scores, log_probs, K), "(new_scores, parent, token)",
-                  "cand = scores[:, None] + log_probs; top, idx = cand.view(-1).topk(K); parent, token = idx // V, idx % V")
+                  "expected the K best of all K·V candidates, each its prefix's score plus its log-probability"
+                  "[[: cand = scores[:, None] + log_probs; top, idx = cand.view(-1).topk(K); "
+                  "parent, token = idx // V, idx % V]]")
     return "a running beam, the first step, K = 1 and a strong prefix against a sorted list of all K·V candidates"

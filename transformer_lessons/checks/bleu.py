@@ -186,7 +186,8 @@ def _bp_value(value: Any) -> float:
 
 @_exercise(
     "brevity_penalty",
-    "return 1.0 if hyp_len > ref_len, else exp(1 - ref_len / hyp_len), and 0.0 for an empty hypothesis (hyp_len = 0)",
+    "return 1.0 for a hypothesis longer than the reference, a penalty below 1 for a shorter one (Papineni et al. "
+    "§2.2.2), and 0.0 for an empty hypothesis",
 )
 def check_brevity_penalty(fn: Callable[[int, int], float]) -> str:
     """Check BLEU's brevity penalty (Papineni et al. 2002, §2.2.2).
@@ -221,7 +222,7 @@ def check_brevity_penalty(fn: Callable[[int, int], float]) -> str:
         i = next(i for i, (g, e) in enumerate(zip(got, expected)) if not math.isclose(g, e, rel_tol=1e-6, abs_tol=1e-9))
         c, r = _BP_CASES[i]
         raise ExerciseError(f"for hyp_len = {c}, ref_len = {r} the penalty is {expected[i]:.6g}, got {got[i]:.6g}: "
-                            "BP = 1 if c > r, else exp(1 - r/c)")
+                            "compare with §2.2.2 of the BLEU paper[[: BP = 1 if c > r, else exp(1 - r/c)]]")
     empty = _bp_value(_call(fn, 0, 5, hint="an empty hypothesis (hyp_len = 0) gets BP = 0.0: return it before dividing by hyp_len"))
     if not math.isfinite(empty):
         raise _known_bug(f"for an empty hypothesis (hyp_len = 0) you return {empty}: return 0.0 before dividing by hyp_len")

@@ -134,14 +134,15 @@ class _DecodeSpy:
 
 
 _GREEDY_HINT = (
-    "the decoder returns logits (B, t, V): take the last position, logits[:, -1] -> (B, V), and its argmax over the "
-    "vocabulary, .argmax(dim=-1) -> (B,); append it as a column, torch.cat([ys, next_token[:, None]], dim=1)"
+    "the decoder returns logits (B, t, V): take the last position's, (B, V), and its argmax over the "
+    "vocabulary, (B,); append it to ys as a new column"
+    "[[: next_token = logits[:, -1].argmax(dim=-1); ys = torch.cat([ys, next_token[:, None]], dim=1)]]"
 )
 
 
 def _off_by_one(max_new_tokens: int) -> str:
     return (f"off by one: a row without <eos> should have max_new_tokens = {max_new_tokens} tokens after <bos>, "
-            f"got {max_new_tokens - 1}: loop `for _ in range(max_new_tokens)`")
+            f"got {max_new_tokens - 1}: the loop runs one step short[[: for _ in range(max_new_tokens)]]")
 
 
 def _check_greedy_structure(got: Any, B: int, max_new_tokens: int, bos_id: int, eos_id: int, expected: torch.Tensor) -> None:
@@ -169,8 +170,8 @@ def _check_greedy_structure(got: Any, B: int, max_new_tokens: int, bos_id: int, 
             after = row[row.index(eos_id) + 1 :]
             if any(token != eos_id for token in after):
                 hint = (f"row {b} goes on after its <eos>: {row}. A row that has produced eos_id is finished: from then "
-                        "on append eos_id to it (keep a `finished` flag per row, next_token.masked_fill(finished, "
-                        "eos_id)), and stop when every row is finished")
+                        "on append eos_id to it (keep a `finished` flag per row), and stop when every row is finished"
+                        "[[: next_token = next_token.masked_fill(finished, eos_id)]]")
                 if got.size(1) - 1 == max_new_tokens - 1:  # a fixed number of steps, one short
                     raise _known_bug(_two_things(hint, _off_by_one(max_new_tokens)))
                 raise _known_bug(hint)
@@ -180,7 +181,7 @@ def _check_greedy_structure(got: Any, B: int, max_new_tokens: int, bos_id: int, 
         if ended and all(end == got.size(1) - 2 for end in ended):  # nothing ended before the last step
             raise _known_bug(
                 f"rows {cut} stop after {got.size(1) - 1} tokens without <eos>: the loop stopped as soon as ONE row "
-                "produced eos_id. Stop when EVERY row has (finished.all()); until then the others are still being written"
+                "produced eos_id. Stop when EVERY row has; until then the others are still being written[[: if finished.all(): break]]"
             )
         if got.size(1) - 1 == max_new_tokens - 1:
             raise _known_bug(_off_by_one(max_new_tokens))
@@ -191,7 +192,7 @@ def _check_greedy_structure(got: Any, B: int, max_new_tokens: int, bos_id: int, 
 
 
 _NO_CAUSAL_HINT = (
-    "no causal mask: pass causal_mask(ys.size(1)) as tgt_mask. The model was trained with it; without it "
+    "no causal mask: pass a causal mask over the tokens so far as tgt_mask[[: causal_mask(ys.size(1))]]. The model was trained with it; without it "
     "earlier positions attend to later ones, and in a multi-layer decoder that changes the last "
     "position's output too"
 )
@@ -206,8 +207,8 @@ def _greedy_bugs(fed_one_token: bool) -> list[tuple[str, dict[str, Any], bool]]:
     return [
         ("the generated tokens are not fed back: the decoder input stays [bos] at every step. Append each new "
          "token to ys and decode the whole ys next step", dict(feed="bos"), fed_one_token),
-        ("you use the logits of the FIRST position, logits[:, 0]: that position only ever sees <bos>, so it "
-         "predicts the same token every step. Take the last one, logits[:, -1]", dict(position=0), not fed_one_token),
+        ("you use the logits of the FIRST position: that position only ever sees <bos>, so it "
+         "predicts the same token every step. Take the last one[[: logits[:, -1]]]", dict(position=0), not fed_one_token),
         ("only the last token is fed to the decoder: it has no memory between calls, so feed the whole "
          "sequence so far (ys, (B, t)) and read the last position's logits", dict(feed="last"), True),
         (_NO_CAUSAL_HINT, dict(causal=False), True),
@@ -244,8 +245,9 @@ def _diagnose_greedy(fn: Callable[..., torch.Tensor], model: nn.Module, src: tor
     raise ExerciseError(
         f"row {b} differs from decode.greedy_decode at generated token {t}: expected {want_rows[b]}, got "
         f"{got_rows[b]} (max_new_tokens={max_new_tokens}, bos_id={_DEC_BOS}, eos_id={_DEC_EOS}, source {src[b].tolist()}). "
-        "Each step: logits = model.decode(memory, src_mask, ys, causal_mask(ys.size(1))), "
-        "next_token = logits[:, -1].argmax(dim=-1)"
+        "Each step decodes all of ys with a causal mask and appends the argmax of the last position's logits"
+        "[[: logits = model.decode(memory, src_mask, ys, causal_mask(ys.size(1))), "
+        "next_token = logits[:, -1].argmax(dim=-1)]]"
     )
 
 

@@ -124,5 +124,6 @@ def check_rank_loss(fn: Callable[..., torch.Tensor]) -> str:
     i = next(k for k, (g, e) in enumerate(zip(got, expected)) if not math.isclose(g, e, rel_tol=1e-5, abs_tol=1e-7))
     raise ExerciseError(
         f"with shards of {list(_SHARDS[i])} tokens on {len(_SHARDS[i])} ranks, DDP's average gives the gradient {got[i]:.6g}, "
-        f"the whole batch's mean loss {expected[i]:.6g}: return local_sum * world_size / total_tokens"
+        f"the whole batch's mean loss {expected[i]:.6g}: scale the local sum so that the average over the ranks is the whole batch's mean"
+        "[[: return local_sum * world_size / total_tokens]]"
     )

@@ -35,7 +35,7 @@ from transformer_lessons.layers import Embeddings, LearnedPositionalEmbedding
 _IN_PLACE = (
     "your function changed the embedding table's weights in place (table.weight.mul_(...), "
     "table.weight.data *= ...): every call multiplies the trained weights by sqrt(d_model) again. "
-    "Scale the looked-up vectors instead: return table(tokens) * math.sqrt(d_model)"
+    "Scale the looked-up vectors instead, leaving the table alone[[: return table(tokens) * math.sqrt(d_model)]]"
 )
 
 
@@ -74,12 +74,14 @@ def check_embedding_scale(fn: Callable[[nn.Embedding, torch.Tensor], torch.Tenso
                          shape_hint="look every token up: table(tokens) maps (B, L) to (B, L, d_model)")
     looked_up = table(tokens)  # (B, L, D)
     bugs: list[Bug] = [
-        ("the scaling is missing: multiply the looked-up vectors by math.sqrt(d_model) (paper §3.4)",
+        ("the scaling is missing: multiply the looked-up vectors by the square root of d_model (paper §3.4)"
+         "[[: table(tokens) * math.sqrt(d_model)]]",
          lambda: looked_up),
-        ("multiply by sqrt(d_model), don't divide by it: table(tokens) * math.sqrt(d_model)",
+        ("multiply by sqrt(d_model), don't divide by it[[: table(tokens) * math.sqrt(d_model)]]",
          lambda: looked_up / math.sqrt(D)),
-        ("multiply by the SQUARE ROOT of d_model, math.sqrt(d_model), not by d_model", lambda: looked_up * D),
-        ("d_model ** 1/2 is (d_model ** 1) / 2, Python's precedence: write d_model ** 0.5 or math.sqrt(d_model)",
+        ("multiply by the SQUARE ROOT of d_model, not by d_model[[: math.sqrt(d_model)]]", lambda: looked_up * D),
+        ("a power 1/2 written without brackets is the power 1 then a division by 2 (Python's precedence)"
+         "[[: d_model ** 0.5 or math.sqrt(d_model)]]",
          lambda: looked_up * D / 2),
         ("that is the square root of the vocabulary size (table.num_embeddings): d_model is the vector width, "
          "table.embedding_dim", lambda: looked_up * math.sqrt(V)),
@@ -88,7 +90,8 @@ def check_embedding_scale(fn: Callable[[nn.Embedding, torch.Tensor], torch.Tenso
         ("d_model is hard-coded to 512: read it from the table, table.embedding_dim, so the function works for "
          "every model", lambda: looked_up * math.sqrt(512)),
     ]
-    _diagnose(out, expected, bugs, "the output", "expected table(tokens) * math.sqrt(d_model)")
+    _diagnose(out, expected, bugs, "the output",
+              "expected the looked-up vectors times sqrt(d_model)[[: table(tokens) * math.sqrt(d_model)]]")
     return "values against layers.Embeddings, shape (B, L, d_model), table and tokens unchanged"
 
 
@@ -102,15 +105,16 @@ def _trained_table(module: nn.Module, max_len: int, d_model: int) -> nn.Paramete
         return found[0]
     if any(_shape(p) == (d_model, max_len) for p in module.parameters()):
         raise _known_bug(f"your table has shape (d_model, max_len) = {(d_model, max_len)}: one ROW per position, "
-                         "nn.Embedding(max_len, d_model); the constructor takes max_len first, cls(max_len, d_model, dropout)")
+                         "so max_len rows of d_model; the constructor takes max_len first, cls(max_len, d_model, dropout)"
+                         "[[: nn.Embedding(max_len, d_model)]]")
     if any(_shape(b) == (max_len, d_model) for b in module.buffers()):
         raise _known_bug("your (max_len, d_model) table is a buffer, which is never trained: learned positions are "
-                         "parameters, self.table = nn.Embedding(max_len, d_model)")
+                         "parameters, which an embedding table holds[[: self.table = nn.Embedding(max_len, d_model)]]")
     if found:
-        raise ExerciseError(f"your module holds {len(found)} tables of shape (max_len, d_model): keep one, "
-                            "self.table = nn.Embedding(max_len, d_model)")
-    raise ExerciseError(f"your module should hold a trained table of shape (max_len, d_model) = {(max_len, d_model)}: "
-                        "self.table = nn.Embedding(max_len, d_model) in __init__")
+        raise ExerciseError(f"your module holds {len(found)} tables of shape (max_len, d_model): keep one"
+                            "[[: self.table = nn.Embedding(max_len, d_model)]]")
+    raise ExerciseError(f"your module should hold a trained table of shape (max_len, d_model) = {(max_len, d_model)}, "
+                        "created in __init__[[: self.table = nn.Embedding(max_len, d_model)]]")
 
 
 def _expect_too_long_refused(module: nn.Module, x: torch.Tensor, max_len: int) -> None:
@@ -122,25 +126,27 @@ def _expect_too_long_refused(module: nn.Module, x: torch.Tensor, max_len: int) -
     except Exception as error:  # noqa: BLE001 - a learner error, reported with its line
         raise _known_bug(
             f"a sequence of {x.size(1)} > max_len = {max_len} positions should raise a clear ValueError; "
-            f"instead {_raised(error, '')}\n  hint: check the length first: if x.size(1) > self.max_len: "
-            "raise ValueError(...)"
+            f"instead {_raised(error, '')}\n  hint: check the length first, before the lookup"
+            "[[: if x.size(1) > self.max_len: raise ValueError(...)]]"
         ) from error
     shape = f" (shape {_shape(out)})" if isinstance(out, torch.Tensor) else ""
     raise _known_bug(
         f"a sequence of {x.size(1)} > max_len = {max_len} positions returned an answer{shape} instead of an error: "
-        "the table has no row for those positions, so whatever was added there is wrong. Raise "
-        "ValueError(f'sequence of length {L} is longer than max_len={max_len}') when x.size(1) > self.max_len"
+        "the table has no row for those positions, so whatever was added there is wrong. Raise a "
+        "ValueError when the length (dim 1) is larger than max_len"
+        "[[: if x.size(1) > self.max_len: raise ValueError(f'sequence of length {L} is longer than max_len={max_len}')]]"
     )
 
 
 def _forward(module: nn.Module, x: torch.Tensor, max_len: int) -> torch.Tensor:
     """The learner's output for x (in eval mode, twice: the same both times); L = max_len must not be refused."""
     try:
-        return _call_eval(module, x, hint="positions = torch.arange(x.size(1)); return x + self.table(positions)")
+        return _call_eval(module, x, hint="add the table's rows of positions 0 .. L-1 to x"
+                          "[[: positions = torch.arange(x.size(1)); return x + self.table(positions)]]")
     except ExerciseError as error:
         if x.size(1) == max_len and isinstance(error.__cause__, (ValueError, IndexError)):
             raise _known_bug(f"a sequence of exactly max_len = {max_len} positions was refused: it fits, rows 0 .. "
-                             "max_len - 1; raise only when x.size(1) > max_len (>, not >=)") from error.__cause__
+                             "max_len - 1; raise only when the length is larger than max_len (>, not >=)[[: if x.size(1) > max_len]]") from error.__cause__
         raise
 
 
@@ -157,12 +163,12 @@ def _position_bugs(x: torch.Tensor, W: torch.Tensor) -> list[Bug]:
     """The common mistakes, on x (B, L, D) and the learner's table W (max_len, D)."""
     B, L, D = x.shape
     return [
-        ("positions start at 0: add table rows 0 .. L-1, torch.arange(x.size(1)), not 1 .. L",
+        ("positions start at 0: add table rows 0 .. L-1, not 1 .. L[[: torch.arange(x.size(1))]]",
          lambda: x + W[1:L + 1]),
         (_NOT_ADDED, lambda: W[:L].expand(B, L, D)),
-        ("every position got row 0: look up one row PER POSITION, self.table(torch.arange(x.size(1))) -> (L, D)",
+        ("every position got row 0: look up one row PER POSITION, (L, D)[[: self.table(torch.arange(x.size(1)))]]",
          lambda: x + W[0]),
-        ("add the positions to x, don't multiply: x + self.table(positions)", lambda: x * W[:L]),
+        ("add the positions to x, don't multiply[[: x + self.table(positions)]]", lambda: x * W[:L]),
         ("don't scale here: the sqrt(d_model) factor belongs to the token embeddings; just add the rows",
          lambda: x + W[:L] * math.sqrt(D)),
         ("don't scale here: the sqrt(d_model) factor belongs to the token embeddings, which arrive already "
@@ -170,7 +176,7 @@ def _position_bugs(x: torch.Tensor, W: torch.Tensor) -> list[Bug]:
     ]
 
 
-@_exercise("learned_positions", "add a trained nn.Embedding(max_len, d_model) row to every position",
+@_exercise("learned_positions", "add a trained row of d_model numbers to every position, one row per position",
            takes="class")
 def check_learned_positions(cls: Callable[..., nn.Module]) -> str:
     """Check learned positional embeddings, the alternative of §3.5 (Table 3, row (E)).
@@ -219,11 +225,12 @@ def check_learned_positions(cls: Callable[..., nn.Module]) -> str:
                 repeated, repeated[:1].expand_as(repeated)):
             raise _known_bug(
                 "the same sequence in two batch rows got different outputs: the positions depend on the batch. The "
-                "position of x[b, t] is t alone: positions = torch.arange(x.size(1)) (the length, dim 1; not the batch "
-                "size x.size(0), nor B * L numbers), one (L, D) block of rows added to every sequence of the batch"
+                "position of x[b, t] is t alone: the positions run over the length (dim 1), not the batch "
+                "size, nor B * L numbers; one (L, D) block of rows is added to every sequence of the batch"
+                "[[: positions = torch.arange(x.size(1))]]"
             )
         _diagnose(out, reference(x), _position_bugs(x, W), f"the output for L={length}",
-                  "expected x + self.table(torch.arange(x.size(1)))")
+                  "expected x plus the table's rows of its positions[[: x + self.table(torch.arange(x.size(1)))]]")
     _expect_too_long_refused(m, torch.randn(B, max_len + 1, D), max_len)
     x = torch.randn(B, L, D)
     _expect_dropout(m, lambda: _module(cls, (max_len, D, 0.0), "cls(max_len, d_model, dropout)"), (x,),

@@ -152,8 +152,8 @@ def _own_parts(learner: nn.Module, ref: nn.Module, x: torch.Tensor) -> list[Slip
             "else than multi-head attention holding the same weights: check_multi_head_attention on that class names what")
     if _differs(own.feed_forward, theirs.feed_forward, x):
         differences.append(
-            f"your feed_forward ({type(own.feed_forward).__name__}) computes something else than w_2(relu(w_1(x))) with "
-            "the same weights: check_feed_forward on that class names what")
+            f"your feed_forward ({type(own.feed_forward).__name__}) computes something else than the paper's "
+            "FFN with the same weights: check_feed_forward on that class names what")
     return [Slip("; and ".join(differences), {"parts": own})] if differences else []
 
 
@@ -169,11 +169,14 @@ def _encoder_layer_bugs(ref: EncoderLayer, x: torch.Tensor, mask: torch.Tensor |
         return _residual_stack(x, [(subs[i], parts.norms[norms[i]], residual[i]) for i in range(2)], mode)
 
     slips = [
-        Slip("that is pre-norm, x + sublayer(norm(x)); this exercise follows the paper's post-norm: "
-             "x = norm1(x + self_attn(x, x, x, src_mask)), then x = norm2(x + feed_forward(x))", {"mode": "pre"}),
-        Slip("the residual around self-attention is missing: x = norm1(x + self_attn(x, x, x, src_mask))",
+        Slip("that is pre-norm, x + sublayer(norm(x)); this exercise follows the paper's post-norm, "
+             "norm(x + sublayer(x)), for both sublayers"
+             "[[: x = norm1(x + self_attn(x, x, x, src_mask)), then x = norm2(x + feed_forward(x))]]", {"mode": "pre"}),
+        Slip("the residual around self-attention is missing: add the sublayer's input back before norm1"
+             "[[: x = norm1(x + self_attn(x, x, x, src_mask))]]",
              {"residual": (False, True)}),
-        Slip("the residual around the feed-forward is missing: x = norm2(x + feed_forward(x))",
+        Slip("the residual around the feed-forward is missing: add the sublayer's input back before norm2"
+             "[[: x = norm2(x + feed_forward(x))]]",
              {"residual": (True, False)}),
         Slip("both residual connections are missing: norm(x + sublayer(x)), adding the sublayer's input back",
              {"residual": (False, False)}),
@@ -184,8 +187,8 @@ def _encoder_layer_bugs(ref: EncoderLayer, x: torch.Tensor, mask: torch.Tensor |
         Slip(_NORM_HINT, {"mode": "norm_sublayer"}),
     ]
     if mask is not None:
-        slips.insert(0, Slip("src_mask is not passed to self-attention: self_attn(x, x, x, src_mask), so no "
-                             "query attends to padding", {"use_mask": False}))
+        slips.insert(0, Slip("src_mask is not passed to self-attention, so queries attend to padding"
+                             "[[: self_attn(x, x, x, src_mask)]]", {"use_mask": False}))
     return _slip_bugs(simulate, slips, own)
 
 
@@ -261,7 +264,7 @@ def check_encoder_layer(cls: Callable[..., nn.Module]) -> str:
 
 _CAUSAL_HINT = (
     "the future leaks: changing a later target position changed the outputs at earlier positions. "
-    "Pass tgt_mask to the self-attention: self_attn(x, x, x, tgt_mask)"
+    "Pass tgt_mask to the self-attention[[: self_attn(x, x, x, tgt_mask)]]"
 )
 
 
@@ -278,8 +281,8 @@ def _cross_wiring_hint(wiring: Sequence[str]) -> str:
             wrong.setdefault(source, []).append(role)
     used = " and ".join(f"{source} as {' and '.join(roles)}" for source, roles in wrong.items())
     return (f"cross-attention is mis-wired: you called cross_attn({', '.join(names)}, ...), using {used}. The "
-            "queries come from the decoder (x) and the keys and values from the encoder's output (memory): "
-            "cross_attn(x, memory, memory, src_mask)")
+            "queries come from the decoder (x) and the keys and values from the encoder's output (memory)"
+            "[[: cross_attn(x, memory, memory, src_mask)]]")
 
 
 def _decoder_layer_bugs(ref: DecoderLayer, x: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor,
@@ -305,8 +308,8 @@ def _decoder_layer_bugs(ref: DecoderLayer, x: torch.Tensor, memory: torch.Tensor
         *(Slip(_cross_wiring_hint(wiring), {"wiring": wiring}) for wiring in _CROSS_WIRINGS),
         Slip("cross-attention should take the output of the self-attention sublayer as its query, not the "
              "layer's input", {"wiring": ("x", "memory", "memory")}),
-        Slip("src_mask is not passed to cross-attention: cross_attn(x, memory, memory, src_mask), so no query "
-             "attends to source padding", {"cross_mask": None}),
+        Slip("src_mask is not passed to cross-attention, so queries attend to source padding"
+             "[[: cross_attn(x, memory, memory, src_mask)]]", {"cross_mask": None}),
         Slip("that is pre-norm, x + sublayer(norm(x)); this exercise follows the paper's post-norm: "
              "x = norm(x + sublayer(x)) for each of the three sublayers", {"mode": "pre"}),
         Slip(_NORM_HINT, {"mode": "norm_sublayer"}),

@@ -35,7 +35,8 @@ from transformer_lessons.masks import causal_mask
 from transformer_lessons.model import Transformer
 
 _AXES = {0: "dim 0, the batch (B)", 1: "dim 1, the heads (H)", 2: "dim 2, the time axis (t)", 3: "dim 3, the head width (Dh)"}
-_FIX_APPEND = "torch.cat([cache_k, new_k], dim=2) and torch.cat([cache_v, new_v], dim=2)"
+# The exact fix, kept back for hint() ([[...]], see _frame.split_fix).
+_FIX_APPEND = "[[: torch.cat([cache_k, new_k], dim=2) and torch.cat([cache_v, new_v], dim=2)]]"
 
 
 def _pair(got: Any, what: str) -> tuple[Any, Any]:
@@ -80,18 +81,18 @@ def _append_shape_bug(got: torch.Tensor, which: str, cache: torch.Tensor, new: t
     shape = _shape(got)
     if got.dim() == 5:
         return _known_bug(f"your {which} have 5 dimensions, {shape}: torch.stack puts the tensors side by side on a "
-                          f"NEW axis; torch.cat joins them along an existing one, the time axis: {_FIX_APPEND}")
+                          f"NEW axis; torch.cat joins them along an existing one, the time axis{_FIX_APPEND}")
     if t == T:  # joining along any axis runs: the result's shape names the axis
         for dim, name in _AXES.items():
             joined = list(cache.shape)
             joined[dim] *= 2  # both tensors have the same size there
             if dim != 2 and shape == tuple(joined):
                 return _known_bug(f"your {which} were joined along {name}: {shape} instead of {(B, H, t + T, Dh)}. "
-                                  f"(B, H, t, Dh) grows along dim 2, the positions: {_FIX_APPEND}")
+                                  f"(B, H, t, Dh) grows along dim 2, the positions{_FIX_APPEND}")
     if t > 0 and shape == (B, H, T, Dh) and torch.equal(got, new):
         fix = "forgot the value cache?" if which == "values" else "overwrote the cache?"
         return _known_bug(f"your {which} hold only the new position(s), {shape}: the earlier positions are gone "
-                          f"(you {fix}). The cache must grow by T positions per step: {_FIX_APPEND}")
+                          f"(you {fix}). The cache must grow by T positions per step{_FIX_APPEND}")
     if shape == (B, H, t, Dh) and torch.equal(got, cache):
         return _known_bug(f"your {which} are the old cache, unchanged, {shape}: the new position was never added "
                           f"(the {which[:-1]} cache must grow too). {_FIX_APPEND}")
@@ -103,11 +104,11 @@ def _append_bugs(ck: torch.Tensor, cv: torch.Tensor, nk: torch.Tensor, nv: torch
         return torch.cat([a, b], dim=2)
 
     return [
-        ("the new position comes first: torch.cat([new_k, cache_k], dim=2) puts it before the earlier ones. Position i "
-         "of the cache is the token decoded at step i, so the new one goes last: torch.cat([cache_k, new_k], dim=2)",
+        ("the new position comes first, before the earlier ones. Position i "
+         "of the cache is the token decoded at step i, so the new one goes last[[: torch.cat([cache_k, new_k], dim=2)]]",
          lambda: (cat(nk, ck), cat(nv, cv))),
-        ("the new values come first: torch.cat([new_v, cache_v], dim=2). Keys and values must stay in the same order "
-         "(position i of both is step i): torch.cat([cache_v, new_v], dim=2)", lambda: (cat(ck, nk), cat(nv, cv))),
+        ("the new values come first. Keys and values must stay in the same order "
+         "(position i of both is step i)[[: torch.cat([cache_v, new_v], dim=2)]]", lambda: (cat(ck, nk), cat(nv, cv))),
         ("keys and values are swapped: return (k, v), keys first", lambda: (cat(cv, nv), cat(ck, nk))),
         ("your values are the keys: the value cache holds x W^V, not x W^K; append new_v to cache_v",
          lambda: (cat(ck, nk), cat(ck, nk))),
@@ -142,12 +143,12 @@ def _decode_with(fn: Callable[..., Any], steps: int = 8) -> None:
         recomputed = model.decode(memory, None, ys, causal_mask(ys.size(1)))[:, -1]  # (B, V)
         if not _close(cached, recomputed):
             raise ExerciseError(f"used inside a real decoder, your function gives other logits than recomputing the "
-                                f"whole prefix, at step {step + 1}: {_FIX_APPEND}")
+                                f"whole prefix, at step {step + 1}{_FIX_APPEND}")
         ys = torch.cat([ys, recomputed.argmax(-1, keepdim=True)], dim=1)  # (B, t + 1)
 
 
-@_exercise("append_kv", "return torch.cat([cache_k, new_k], dim=2) and torch.cat([cache_v, new_v], dim=2): the new "
-           "position(s) after the cached ones, on the time axis of (B, H, t, Dh)")
+@_exercise("append_kv", "return (k, v): each cache with the new position(s) after the cached ones, on the time "
+           "axis of (B, H, t, Dh)")
 def check_append_kv(fn: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> str:
     """Check one step's update of a self-attention key/value cache.
 
@@ -193,7 +194,7 @@ def check_append_kv(fn: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> str
             _expect_tensor(value, f"the grown {which} ({description})", shape=(B, H, t + T, Dh), dtype=ck.dtype,
                            shape_hint="They should hold the t cached positions and the T new ones: (B, H, t + T, Dh)")
         _diagnose(tuple(got), (_appended(ck, nk), _appended(cv, nv)), _append_bugs(ck, cv, nk, nv),
-                  f"(k, v) for {description}", f"Expected {_FIX_APPEND}")
+                  f"(k, v) for {description}", f"Expected the cached positions first, then the new ones{_FIX_APPEND}")
     _decode_with(fn)
     return "four caches (empty, one, five positions; two new at once) and 8 steps of a real decoder against recomputing"
 
@@ -219,13 +220,13 @@ def _reorder_shape_bug(got: torch.Tensor, which: str, cache: torch.Tensor, paren
     shape = _shape(got)
     if shape == _shape(cache) and torch.equal(got, cache) and len(parent) != cache.size(0):
         return _known_bug(f"your {which} are the cache as it was, {shape}: they were not reordered, so each row still "
-                          f"holds the prefix it held before this step. Keep rows parent: cache_k.index_select(0, parent)")
+                          f"holds the prefix it held before this step. Keep rows parent, in that order[[: cache_k.index_select(0, parent)]]")
     for dim, name in _AXES.items():
         indexed = list(cache.shape)
         indexed[dim] = len(parent)
         if dim != 0 and shape == tuple(indexed) and shape != _shape(cache):
             return _known_bug(f"your {which} were indexed along {name}: {shape}. The beams are the rows, dim 0 of "
-                              "(N, H, t, Dh): cache_k.index_select(0, parent), or cache_k[parent]")
+                              "(N, H, t, Dh)[[: cache_k.index_select(0, parent), or cache_k[parent]]]")
     return None
 
 
@@ -237,7 +238,7 @@ def _reorder_bugs(ck: torch.Tensor, cv: torch.Tensor, parent: torch.Tensor) -> l
 
     return [
         ("the cache was not reordered: each row still holds the prefix it held before this step, while the beams now "
-         "extend other prefixes. Keep rows parent: cache_k.index_select(0, parent)", lambda: (ck, cv)),
+         "extend other prefixes. Keep rows parent, in that order[[: cache_k.index_select(0, parent)]]", lambda: (ck, cv)),
         ("the values were not reordered (only the keys): reorder both caches with the same parent",
          lambda: (_reordered(ck, parent), cv)),
         ("the keys were not reordered (only the values): reorder both caches with the same parent",
@@ -248,8 +249,7 @@ def _reorder_bugs(ck: torch.Tensor, cv: torch.Tensor, parent: torch.Tensor) -> l
     ]
 
 
-@_exercise("reorder_kv", "return cache_k.index_select(0, parent) and cache_v.index_select(0, parent): row i of the new "
-           "cache is row parent[i] of the old one")
+@_exercise("reorder_kv", "return (k, v): row i of each new cache is row parent[i] of the old one")
 def check_reorder_kv(fn: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> str:
     """Check reordering a key/value cache to follow the beams that beam search keeps.
 
@@ -283,8 +283,8 @@ def check_reorder_kv(fn: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> st
         ck, cv, parent = torch.randn(N, H, t, Dh, generator=g), torch.randn(N, H, t, Dh, generator=g), torch.tensor(rows)
         originals = {"cache_k": ck, "cache_v": cv, "parent": parent}
         inputs = {name: x.clone() for name, x in originals.items()}
-        got = _pair(_call(fn, *inputs.values(), hint="cache_k, cache_v (N, H, t, Dh), parent (N',): keep rows parent, "
-                          "cache_k.index_select(0, parent)"), "reordered")
+        got = _pair(_call(fn, *inputs.values(), hint="cache_k, cache_v (N, H, t, Dh), parent (N',): keep rows parent"
+                          "[[: cache_k.index_select(0, parent)]]"), "reordered")
         _expect_unchanged(originals, inputs)
         for value, which, cache in ((got[0], "keys", ck), (got[1], "values", cv)):
             if isinstance(value, torch.Tensor) and (bug := _reorder_shape_bug(value, which, cache, parent)):
@@ -292,5 +292,6 @@ def check_reorder_kv(fn: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> st
             _expect_tensor(value, f"the reordered {which} ({description})", shape=(len(rows), H, t, Dh), dtype=ck.dtype,
                            shape_hint="One row per survivor: (N', H, t, Dh) with N' = len(parent)")
         _diagnose(tuple(got), (_reordered(ck, parent), _reordered(cv, parent)), _reorder_bugs(ck, cv, parent),
-                  f"(k, v) when {description}", "Expected cache_k.index_select(0, parent), cache_v.index_select(0, parent)")
+                  f"(k, v) when {description}", "Expected rows parent of both caches"
+                  "[[: cache_k.index_select(0, parent), cache_v.index_select(0, parent)]]")
     return "swapped beams, a beam kept twice, and finished beams leaving, against a row-by-row copy"

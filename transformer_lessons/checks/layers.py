@@ -68,22 +68,24 @@ def _layer_norm_bugs(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
         return _layer_norm(x, weight, bias, **({"eps": eps} | knobs))
 
     slips = [
-        Slip("use the biased variance, as nn.LayerNorm does: x.var(dim=-1, keepdim=True, unbiased=False) "
-             "(torch.var's default divides by D - 1)", {"unbiased": True}),
-        Slip("eps belongs INSIDE the square root: (x - mean) / torch.sqrt(var + eps), not / (std + eps)",
+        Slip("use the biased variance, as nn.LayerNorm does, dividing by D "
+             "(torch.var's default divides by D - 1)[[: x.var(dim=-1, keepdim=True, unbiased=False)]]", {"unbiased": True}),
+        Slip("eps belongs INSIDE the square root, added to the variance, not to the standard deviation"
+             "[[: (x - mean) / torch.sqrt(var + eps), not / (std + eps)]]",
              {"eps_outside": True}),
-        Slip("use the biased variance and put eps inside the square root: (x - mean) / torch.sqrt(var + eps) "
-             "with var = x.var(dim=-1, keepdim=True, unbiased=False)", {"eps_outside": True, "unbiased": True}),
-        Slip("divide by the standard deviation, torch.sqrt(var + eps), not by the variance", {"sqrt": False}),
-        Slip("normalise over the LAST axis, the features: mean(dim=-1, keepdim=True), var(dim=-1, ...); "
-             "you normalised over the batch (dim=0)", {"dim": 0}),
-        Slip("normalise over the LAST axis, the features: mean(dim=-1, keepdim=True); you normalised over the "
-             "positions (dim=1)", {"dim": 1}),
-        Slip("normalise each vector over the LAST axis (dim=-1, keepdim=True), not over the whole tensor",
+        Slip("use the biased variance and put eps inside the square root"
+             "[[: (x - mean) / torch.sqrt(var + eps) with var = x.var(dim=-1, keepdim=True, unbiased=False)]]", {"eps_outside": True, "unbiased": True}),
+        Slip("divide by the standard deviation (the square root), not by the variance[[: torch.sqrt(var + eps)]]", {"sqrt": False}),
+        Slip("normalise over the LAST axis, the features; "
+             "you normalised over the batch (dim=0)[[: mean(dim=-1, keepdim=True), var(dim=-1, ...)]]", {"dim": 0}),
+        Slip("normalise over the LAST axis, the features; you normalised over the "
+             "positions (dim=1)[[: mean(dim=-1, keepdim=True)]]", {"dim": 1}),
+        Slip("normalise each vector over the LAST axis, not over the whole tensor[[: dim=-1, keepdim=True]]",
              {"dim": (0, 1, 2)}),
         Slip("the gain is missing: multiply the normalised x by self.weight", {"gain": False}),
         Slip("the bias is missing: add self.bias after scaling", {"shift": False}),
-        Slip("the gain and the bias are missing: return self.weight * normalised + self.bias",
+        Slip("the gain and the bias are missing: scale by weight, then shift by bias"
+             "[[: return self.weight * normalised + self.bias]]",
              {"gain": False, "shift": False}),
         Slip("weight and bias are swapped: weight multiplies, bias adds", {"swap": True}),
     ]
@@ -96,7 +98,7 @@ def _layer_norm_bugs(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
     else:  # built as cls(d_model, eps=eps): what it uses instead, or (unknown) the default 1e-5
         wrong_eps = own_eps if differs else 1e-5
         hint = (f"the eps argument is ignored: built with eps={eps:g}, your module uses {wrong_eps:g}. Store the "
-                "argument and use it" if differs else "the eps argument is ignored: store it (self.eps = eps) and use it")
+                "argument and use it" if differs else "the eps argument is ignored: store it and use it[[: self.eps = eps]]")
     if differs or own_eps is None:
         partners.append(Slip(hint, {"eps": wrong_eps}))
     return _slip_bugs(simulate, slips, partners)
@@ -114,7 +116,7 @@ def _renamed_parameters(m: nn.Module, D: int) -> ExerciseError | None:
     return None
 
 
-_LAYER_NORM_NAN = ("Is eps added INSIDE the square root, torch.sqrt(var + eps)? Without it a vector whose "
+_LAYER_NORM_NAN = ("Is eps added INSIDE the square root, to the variance? Without it a vector whose "
                    "entries are all equal divides 0 by 0")
 
 
@@ -205,8 +207,8 @@ def _ffn(m, x, relu_at=("hidden",), activation=F.relu, residual=False, biases=(T
     return x + y if residual else y
 
 
-_FFN_NO_BIAS = ("the biases are missing: FFN(x) = max(0, xW1 + b1)W2 + b2 (paper Eq. 2). Call the layers, "
-                "self.w_2(relu(self.w_1(x))), or pass their biases: F.linear(x, w.weight, w.bias)")
+_FFN_NO_BIAS = ("the biases are missing: FFN(x) = max(0, xW1 + b1)W2 + b2 (paper Eq. 2). Call the layers themselves, "
+                "or pass their biases too[[: self.w_2(relu(self.w_1(x))), or F.linear(x, w.weight, w.bias)]]")
 
 
 @_exercise("feed_forward", "Linear w_1 (d_model -> d_ff), ReLU, Linear w_2 (d_ff -> d_model)", takes="class")
@@ -245,8 +247,8 @@ def check_feed_forward(cls: Callable[..., nn.Module]) -> str:
                          shape_hint="FFN maps (B, L, d_model) to (B, L, d_model)")
     _expect_unchanged({"x": original}, {"x": x})
     bugs = [
-        ("the ReLU is missing: without it the two Linear layers collapse into one linear map. "
-         "w_2(relu(w_1(x)))", lambda: _ffn(m, x, relu_at=())),
+        ("the ReLU is missing: without it the two Linear layers collapse into one linear map"
+         "[[: w_2(relu(w_1(x)))]]", lambda: _ffn(m, x, relu_at=())),
         ("apply the ReLU only between the two Linear layers: the output of w_2 must be able to go negative",
          lambda: _ffn(m, x, relu_at=("hidden", "output"))),
         ("the ReLU is in the wrong place: it goes between the Linear layers, on the hidden (B, L, d_ff) "
@@ -264,5 +266,5 @@ def check_feed_forward(cls: Callable[..., nn.Module]) -> str:
     _diagnose(out, _ffn(m, x), bugs, "the output")
     _expect_dropout(m, lambda: _module(cls, (D, d_ff, 0.0), "cls(d_model, d_ff, dropout)"), (x,), out,
                     "to the hidden activations, between the ReLU and w_2")
-    return "w_1, w_2 shapes and biases, values of w_2(relu(w_1(x))), inputs unchanged, dropout on in training only"
+    return "w_1, w_2 shapes and biases, values of Eq. 2, inputs unchanged, dropout on in training only"
 

@@ -68,18 +68,18 @@ def check_causal_mask(fn: Callable[[int], torch.Tensor]) -> str:
             if torch.equal(mask == 0, ~expected) or torch.equal(mask == 0, expected):
                 raise ExerciseError(
                     f"the pattern is there but the dtype is {mask.dtype}: masks in this course are bool "
-                    "(dtype=torch.bool) with True = may attend, e.g. torch.ones(size, size, dtype=torch.bool).tril()"
+                    "(torch.bool) with True = may attend[[: e.g. torch.ones(size, size, dtype=torch.bool).tril()]]"
                 )
-            raise ExerciseError(f"the mask should be a bool tensor (dtype=torch.bool), got {mask.dtype}")
+            raise ExerciseError(f"the mask should be a bool tensor (torch.bool), got {mask.dtype}")
         bugs = [
             ("the mask is inverted: True must mean 'may attend' (on and below the diagonal). True = blocked is "
              "nn.Transformer's convention, not ours", lambda: ~torch.tril(ones)),
-            ("off by one: the diagonal is excluded, but a token may attend to itself. Use tril() (diagonal=0), "
-             "not tril(-1)", lambda: torch.tril(ones, -1)),
-            ("off by one: position t may also see t + 1. Use tril() (diagonal=0), not tril(1)", lambda: torch.tril(ones, 1)),
+            ("off by one: the diagonal is excluded, but a token may attend to itself[[: tril() (diagonal=0), "
+             "not tril(-1)]]", lambda: torch.tril(ones, -1)),
+            ("off by one: position t may also see t + 1, one step into the future[[: tril() (diagonal=0), not tril(1)]]", lambda: torch.tril(ones, 1)),
             ("that is the upper triangle (triu): position t may see the PAST, 0..t, so True goes on and below the "
-             "diagonal: tril()", lambda: torch.triu(ones)),
-            ("every position may attend everywhere: keep only the lower triangle with tril()", lambda: ones),
+             "diagonal, the lower triangle[[: tril()]]", lambda: torch.triu(ones)),
+            ("every position may attend everywhere: keep only the lower triangle, diagonal included[[: .tril()]]", lambda: ones),
         ]
         _diagnose(mask, expected, bugs, f"causal_mask({size})")
     return "shape, bool dtype, lower triangle with the diagonal, sizes 1, 5, 8"
@@ -149,7 +149,7 @@ def _check_padding_case(fn: Callable[[torch.Tensor, int], torch.Tensor], tokens:
     if _shape(mask) == (B, S):
         raise ExerciseError(
             f"shape (B, S) = {(B, S)} does not broadcast over the scores (B, H, T, S): PyTorch lines up trailing "
-            "axes, so the batch axis would meet the queries. Add two singleton axes: [:, None, None, :] -> (B, 1, 1, S)"
+            "axes, so the batch axis would meet the queries. Add two singleton axes, for the heads and the queries: (B, 1, 1, S)[[: mask[:, None, None, :]]]"
         )
     if _shape(mask) == (B, 1, S):
         raise _known_bug(
@@ -256,7 +256,7 @@ def _check_target_case(fn: Callable[[torch.Tensor, int], torch.Tensor], tokens: 
         ("that is OR (|): a key must be real AND not in the future, so combine with &",
          lambda: full(keys | causal)),
         ("the mask is inverted: True must mean 'may attend'", lambda: full(~(keys & causal))),
-        ("the padding hides queries (rows) instead of keys (columns): pad the last axis, tokens[:, None, None, :]",
+        ("the padding hides queries (rows) instead of keys (columns): the padding belongs on the last axis[[: (tokens != pad_id)[:, None, None, :]]]",
          lambda: full(queries & causal)),
         ("the causal part is the upper triangle: a token may see the past, so use tril()",
          lambda: full(keys & causal.T)),
@@ -307,7 +307,7 @@ def check_mask_inversion(fn: Callable[[torch.Tensor], torch.Tensor]) -> str:
     if not torch.equal(blocked, original):
         raise ExerciseError(
             "your function changed its argument in place (e.g. logical_not_() or blocked[...] = ...): "
-            "build and return a new tensor, ~blocked"
+            "build and return a new tensor[[: return ~blocked]]"
         )
     if _shape(answer) != (size, size):
         raise ExerciseError(f"the answer should keep the mask's shape {(size, size)}, got {_shape(answer)}")

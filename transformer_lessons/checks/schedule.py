@@ -73,17 +73,20 @@ def check_noam_rate(fn: Callable[..., float]) -> str:
     if matches(expected):
         return "warm-up, peak at step = warmup, 1/sqrt(step) decay, d_model and factor, 11 steps"
     bugs = [
-        ("the warm-up is missing: take the min of step ** -0.5 and step * warmup ** -1.5, so the rate grows "
-         "linearly for the first `warmup` steps", dict(pick=lambda a, b: a)),
-        ("only the warm-up branch is there: take min(step ** -0.5, step * warmup ** -1.5), so the rate decays "
-         "after `warmup` steps", dict(pick=lambda a, b: b)),
-        ("use min, not max, of step ** -0.5 and step * warmup ** -1.5", dict(pick=max)),
-        ("the exponents are wrong: step ** -0.5 and warmup ** -1.5 (you used warmup ** -0.5)", dict(warmup_power=-0.5)),
-        ("the exponents are wrong: step ** -0.5 (you used -1.5) and warmup ** -1.5", dict(step_power=-1.5)),
-        ("the exponents are swapped: step ** -0.5 and warmup ** -1.5", dict(step_power=-1.5, warmup_power=-0.5)),
-        ("d_model should be raised to the power -0.5: d_model ** -0.5", dict(d_power=0.5)),
-        ("d_model should be raised to the power -0.5: d_model ** -0.5", dict(d_power=-1.0)),
-        ("the factor d_model ** -0.5 is missing", dict(d_power=0.0)),
+        ("the warm-up is missing: take the smaller of the decay term and the warm-up term, so the rate grows "
+         "linearly for the first `warmup` steps[[: min(step ** -0.5, step * warmup ** -1.5)]]", dict(pick=lambda a, b: a)),
+        ("only the warm-up branch is there: take the smaller of it and the decay term, so the rate decays "
+         "after `warmup` steps[[: min(step ** -0.5, step * warmup ** -1.5)]]", dict(pick=lambda a, b: b)),
+        ("use the smaller (min), not the larger (max), of the decay and warm-up terms"
+         "[[: min(step ** -0.5, step * warmup ** -1.5)]]", dict(pick=max)),
+        ("the exponents are wrong: warmup's power is -1.5 in the warm-up term (you used -0.5)"
+         "[[: step ** -0.5 and step * warmup ** -1.5]]", dict(warmup_power=-0.5)),
+        ("the exponents are wrong: the step's power is -0.5 in the decay term (you used -1.5)"
+         "[[: step ** -0.5 and step * warmup ** -1.5]]", dict(step_power=-1.5)),
+        ("the exponents are swapped: -0.5 belongs to the step, -1.5 to warmup[[: step ** -0.5 and warmup ** -1.5]]", dict(step_power=-1.5, warmup_power=-0.5)),
+        ("d_model should be raised to the power -0.5[[: d_model ** -0.5]]", dict(d_power=0.5)),
+        ("d_model should be raised to the power -0.5[[: d_model ** -0.5]]", dict(d_power=-1.0)),
+        ("the factor d_model to the power -0.5 is missing[[: d_model ** -0.5 * ...]]", dict(d_power=0.0)),
         ("off by one: at every step your rate is the schedule's rate of the NEXT step, as if the step were moved "
          "by one inside the function. Steps count from 1 and the caller passes the step number itself, so use it "
          "as it comes", dict(shift=1)),
@@ -98,6 +101,7 @@ def check_noam_rate(fn: Callable[..., float]) -> str:
     step, d_model, warmup, factor = cases[index]
     raise ExerciseError(
         f"at step={step}, d_model={d_model}, warmup={warmup}, factor={factor} the rate should be "
-        f"{expected[index]:.6g}, got {got[index]:.6g}: factor * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)"
+        f"{expected[index]:.6g}, got {got[index]:.6g}: compare your formula with Eq. 3 of §5.3"
+        "[[: factor * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)]]"
     )
 

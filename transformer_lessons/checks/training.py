@@ -124,7 +124,7 @@ def _ls_bugs(logits: torch.Tensor, target: torch.Tensor, eps: float) -> list[Bug
         Slip(f"no smoothing: the true class gets 1 and the others 0, the plain cross-entropy. Smooth it: {share}",
              {"spread": "none"}),
         Slip("the eps argument is not used (a hard-coded 0.1?): smooth with the eps passed in", {"eps": 0.1}),
-        Slip("you return the sum over positions: divide by the number of non-pad targets, (target != pad_id).sum()",
+        Slip("you return the sum over positions: divide by the number of non-pad targets[[: (target != pad_id).sum()]]",
              {"divide": "none"}),
         Slip("you divide by all N positions, padding included: divide by the number of non-pad targets, "
              "(target != pad_id).sum()", {"divide": "all"}),
@@ -161,19 +161,19 @@ def _ls_extreme(fn: Callable) -> None:
     got = _ls_call(fn, logits, target, 0.1)
     if not torch.isfinite(got):
         raise _known_bug(f"on confident logits (one 200 above the others) your loss is {got.item()}: log(softmax(x)) "
-                         "takes log 0 = -inf where the probabilities underflow. Use F.log_softmax(logits, dim=-1), "
-                         "which never forms the tiny probabilities")
+                         "takes log 0 = -inf where the probabilities underflow. Use the log-softmax function, "
+                         "which never forms the tiny probabilities[[: F.log_softmax(logits, dim=-1)]]")
     expected = LabelSmoothingLoss(_LS_V, _LS_PAD, 0.1)(logits, target)
     if not _close(got, expected):
         raise _known_bug(f"on confident logits (one 200 above the others) your loss is {got.item():.4g}, not "
                          f"{expected.item():.4g}: a log of the softmax with an added epsilon or a clamp changes the "
-                         "values there. Use F.log_softmax(logits, dim=-1)")
+                         "values there. Use the log-softmax function[[: F.log_softmax(logits, dim=-1)]]")
 
 
 @_exercise(
     "label_smoothing_loss",
     "return the mean over non-pad targets of -Σ_v q_v log p_v, with q = 1 - eps on the true class, 0 on pad_id "
-    "and eps / (V - 2) on every other class, and log p = F.log_softmax(logits, dim=-1)",
+    "and eps shared equally by the V - 2 other classes, log p from a stable log-softmax",
 )
 def check_label_smoothing_loss(fn: Callable[..., torch.Tensor]) -> str:
     """Check the label-smoothed cross-entropy (paper §5.4, ε_ls = 0.1), the course's ``LabelSmoothingLoss``.
@@ -274,11 +274,11 @@ def _loss_value(value: Any) -> float:
             raise ExerciseError(f"return the loss, one number; got a tensor of shape {tuple(value.shape)}")
         if value.requires_grad:
             raise _known_bug("you return the loss tensor with its graph: whoever keeps it (a list of losses) keeps every "
-                             "activation of the step alive. Return loss.item(), a float (or loss.detach())")
+                             "activation of the step alive. Return a float[[: loss.item() (or loss.detach())]]")
         return float(value.item())
     if isinstance(value, numbers.Real):
         return float(value)
-    raise ExerciseError(f"return the loss as a float (loss.item()), got {type(value).__name__}")
+    raise ExerciseError(f"return the loss as a float, got {type(value).__name__}[[: return loss.item()]]")
 
 
 def _ts_teacher_forcing(model: nn.Module, batch: Batch, criterion: nn.Module, seed: int, got: float) -> None:
@@ -389,8 +389,10 @@ def check_train_step(fn: Callable[..., float]) -> str:
                              "first (an evaluation may have left it in eval mode)")
         if not math.isclose(got, want, rel_tol=1e-4, abs_tol=1e-5):
             _ts_teacher_forcing(before, batch, reference.criterion, 100 + k, got)
-            raise ExerciseError(f"step {k} returned the loss {got:.5g}, expected {want:.5g}: return the loss of "
-                                "criterion(model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask), batch.tgt_out)")
+            raise ExerciseError(f"step {k} returned the loss {got:.5g}, expected {want:.5g}: return the loss of the "
+                                "model's output on the batch (source, tgt_in, masks) against tgt_out"
+                                "[[: criterion(model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask), "
+                                "batch.tgt_out)]]")
         calls = len(learner.steps) - (k - 1)
         if calls != 1:
             raise _known_bug(f"optimizer.step() ran {calls} times in step {k}: call it once per step, on the optimizer "

@@ -100,7 +100,7 @@ def _expect_token_list(value: Any) -> list[str]:
         raise ExerciseError(f"return a list of tokens (str), got {type(value).__name__}")
     for item in value:
         if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str):
-            raise ExerciseError("return only the tokens, not (token, count) pairs: [token for token, count in ...]")
+            raise ExerciseError("return only the tokens, not (token, count) pairs[[: [token for token, count in ...]]]")
         if not isinstance(item, str):
             raise ExerciseError(f"every entry of the list should be a token (str), got {type(item).__name__}: {item!r}")
     return list(value)
