@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_lessons.checks._frame import ExerciseError
+from transformer_lessons.checks.common import ExerciseError
 from transformer_lessons.checks.beam import _best_candidates, _beam_cases, _beam_variant, check_beam_step
 from transformer_lessons.checks.bleu import _MP_CASES, _ngram_stats, _reference_stats, check_brevity_penalty, check_modified_precision
 from transformer_lessons.checks.training import _ls_cases, _smoothed_loss, check_label_smoothing_loss, check_train_step

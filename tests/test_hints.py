@@ -30,7 +30,7 @@ import transformer_lessons
 from transformer_lessons import checks, exercises
 from transformer_lessons.authoring.build_learner import BEGIN, END
 from transformer_lessons.checks import ExerciseError
-from transformer_lessons.checks._frame import split_fix
+from transformer_lessons.checks.common import split_fix
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKS_DIR = ROOT / "transformer_lessons" / "checks"

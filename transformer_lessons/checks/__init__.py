@@ -32,8 +32,8 @@ state.
 One module per concept, in the order the notebooks meet them:
 
 ================================  ====================================================
-``_frame``                        what every check shares: :class:`ExerciseError`,
-                                  the ``_exercise`` decorator, calling and comparing
+``common``                        what every check shares: :class:`ExerciseError`,
+                                  the ``exercise`` decorator, calling and comparing
 ``_feedback``                     what the learner sees: the red box, their stub
                                   told from PyTorch's errors, "still checking"
 ``attention``                     scaled dot-product and multi-head attention
@@ -55,7 +55,7 @@ One module per concept, in the order the notebooks meet them:
 ================================  ====================================================
 """
 
-from transformer_lessons.checks._frame import ExerciseError
+from transformer_lessons.checks.common import ExerciseError
 from transformer_lessons.checks.assembly import check_transformer_forward
 from transformer_lessons.checks.attention import check_multi_head_attention, check_scaled_dot_product_attention
 from transformer_lessons.checks.batching import check_batch_by_tokens

@@ -1,7 +1,7 @@
 """What a learner sees while a check runs and when it fails.
 
 * :func:`render` draws a failing check as a few red lines, the diagnosis alone.
-  :class:`~transformer_lessons.checks._frame.ExerciseError` hands them to IPython
+  :class:`~transformer_lessons.checks.common.ExerciseError` hands them to IPython
   through its ``_render_traceback_`` method, IPython's documented hook for an
   exception that draws itself: Jupyter then shows those lines instead of ~30 lines
   of traceback through the check's own code. Outside IPython (plain Python,

@@ -14,15 +14,15 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from transformer_lessons.checks._frame import (
+from transformer_lessons.checks.common import (
     Bug,
-    _call,
-    _diagnose,
-    _exercise,
-    _expect_tensor,
-    _expect_unchanged,
-    _known_bug,
-    _shape,
+    call_answer,
+    diagnose,
+    exercise,
+    expect_tensor,
+    expect_unchanged,
+    known_bug,
+    shape_of,
 )
 from transformer_lessons.masks import padding_mask, target_mask
 from transformer_lessons.model import Transformer, make_model
@@ -88,7 +88,7 @@ def _assembly_bugs(model: Transformer, src, tgt_in, src_mask, tgt_mask) -> list[
     ]
 
 
-@_exercise("transformer_forward", "encode the source with model.encode, then decode tgt_in against that memory "
+@exercise("transformer_forward", "encode the source with model.encode, then decode tgt_in against that memory "
            "with model.decode")
 def check_transformer_forward(fn: Callable[..., torch.Tensor]) -> str:
     """Check the full model's forward pass, assembled from ``model.encode`` and ``model.decode`` (Figure 1).
@@ -121,13 +121,13 @@ def check_transformer_forward(fn: Callable[..., torch.Tensor]) -> str:
         src, tgt_in, src_mask, tgt_mask = _case(B, S, T, generator)
         inputs = {"src": src, "tgt_in": tgt_in, "src_mask": src_mask, "tgt_mask": tgt_mask}
         originals = {name: t.clone() for name, t in inputs.items()}
-        out = _call(fn, model, src, tgt_in, src_mask, tgt_mask, hint=_WIRING)
-        _expect_unchanged(originals, inputs)
-        if isinstance(out, torch.Tensor) and _shape(out) == (B, T, _D_MODEL):
-            raise _known_bug(_HIDDEN)
+        out = call_answer(fn, model, src, tgt_in, src_mask, tgt_mask, hint=_WIRING)
+        expect_unchanged(originals, inputs)
+        if isinstance(out, torch.Tensor) and shape_of(out) == (B, T, _D_MODEL):
+            raise known_bug(_HIDDEN)
         what = f"the logits for S={S}, T={T}"
-        out = _expect_tensor(out, what, (B, T, _VOCAB), torch.float32,
+        out = expect_tensor(out, what, (B, T, _VOCAB), torch.float32,
                              shape_hint=f"one score per target token at every target position: {_WIRING}")
-        _diagnose(out, model(src, tgt_in, src_mask, tgt_mask), _assembly_bugs(model, src, tgt_in, src_mask, tgt_mask),
+        diagnose(out, model(src, tgt_in, src_mask, tgt_mask), _assembly_bugs(model, src, tgt_in, src_mask, tgt_mask),
                   what, f"expected model(src, tgt_in, src_mask, tgt_mask): {_WIRING}")
     return "logits against model(src, tgt_in, src_mask, tgt_mask) with padded sources and targets, S = T and S != T"

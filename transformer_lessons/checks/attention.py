@@ -16,25 +16,25 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_lessons.checks._frame import (
-    _DROPOUT,
-    _MASK_NAN_HINT,
-    _NEG,
+from transformer_lessons.checks.common import (
+    DROPOUT,
+    MASK_NAN_HINT,
+    NEG,
     Bug,
     ExerciseError,
     Slip,
-    _call,
-    _call_eval,
-    _diagnose,
-    _exercise,
-    _expect_dropout,
-    _expect_tensor,
-    _expect_unchanged,
-    _known_bug,
-    _linear,
-    _module,
-    _shape,
-    _slip_bugs,
+    call_answer,
+    call_in_eval,
+    diagnose,
+    exercise,
+    expect_dropout,
+    expect_tensor,
+    expect_unchanged,
+    known_bug,
+    expect_linear,
+    build_module,
+    shape_of,
+    slip_bugs,
 )
 
 # --- scaled dot-product attention ---------------------------------------------------
@@ -53,9 +53,9 @@ def _attention(q, k, v, mask=None, scale=None, dim=-1, mask_mode="fill"):
     scale = 1 / math.sqrt(q.size(-1)) if scale is None else scale
     scores = q @ k.transpose(-2, -1) * scale  # (..., T, S)
     if mask is not None and mask_mode == "fill":
-        scores = scores.masked_fill(~mask, _NEG)
+        scores = scores.masked_fill(~mask, NEG)
     elif mask is not None and mask_mode == "inverted":
-        scores = scores.masked_fill(mask, _NEG)
+        scores = scores.masked_fill(mask, NEG)
     elif mask is not None and mask_mode == "multiply":
         scores = scores * mask
     weights = scores.softmax(dim)
@@ -107,7 +107,7 @@ def _sdpa_bugs(q, k, v, mask=None) -> list[Bug]:
     ]
 
     def masked(s):
-        return s if mask is None else s.masked_fill(~mask, _NEG)
+        return s if mask is None else s.masked_fill(~mask, NEG)
 
     others: list[Bug] = [
         ("the weights you return are the scores BEFORE the softmax: return the softmax probabilities",
@@ -128,7 +128,7 @@ def _sdpa_bugs(q, k, v, mask=None) -> list[Bug]:
         ("did you forget to transpose the key?[[ scores = query @ key.transpose(-2, -1)]]",
          lambda: (((q @ k) / math.sqrt(d_k)).softmax(-1) @ v, ((q @ k) / math.sqrt(d_k)).softmax(-1))),
     ]
-    return _slip_bugs(simulate, slips, others=others)
+    return slip_bugs(simulate, slips, others=others)
 
 
 def _unpack_attention(
@@ -143,14 +143,14 @@ def _unpack_attention(
     out_shape, w_shape = shapes
     *batch, T, S = w_shape
     weights = result[1]
-    if isinstance(weights, torch.Tensor) and _shape(weights) == (*batch, S, T) and S != T:
+    if isinstance(weights, torch.Tensor) and shape_of(weights) == (*batch, S, T) and S != T:
         raise ExerciseError(
-            f"weights have shape {_shape(weights)} = (..., S, T) but should be {w_shape} = (..., T, S), one row per "
+            f"weights have shape {shape_of(weights)} = (..., S, T) but should be {w_shape} = (..., T, S), one row per "
             "query[[: scores = query @ key.transpose(-2, -1)]]"
         )
-    output = _expect_tensor(result[0], "output", out_shape, dtype, nan_hint=_MASK_NAN_HINT, finite=finite,
+    output = expect_tensor(result[0], "output", out_shape, dtype, nan_hint=MASK_NAN_HINT, finite=finite,
                             shape_hint="output = weights @ value, (..., T, S) @ (..., S, d_v)")
-    weights = _expect_tensor(weights, "weights", w_shape, dtype, nan_hint=_MASK_NAN_HINT, finite=finite,
+    weights = expect_tensor(weights, "weights", w_shape, dtype, nan_hint=MASK_NAN_HINT, finite=finite,
                              shape_hint="weights = softmax(scores), one row per query: (..., T, S)")
     return output, weights
 
@@ -159,8 +159,8 @@ def _run_attention(fn, q, k, v, mask=None, finite=True) -> tuple[torch.Tensor, t
     inputs = {"query": q, "key": k, "value": v} | ({"mask": mask} if mask is not None else {})
     originals = {name: t.clone() for name, t in inputs.items()}
     args = (q, k, v) if mask is None else (q, k, v, mask)
-    result = _call(fn, *args)
-    _expect_unchanged(originals, inputs)
+    result = call_answer(fn, *args)
+    expect_unchanged(originals, inputs)
     shapes = ((*q.shape[:-1], v.size(-1)), (*q.shape[:-1], k.size(-2)))
     return _unpack_attention(result, shapes, q.dtype, finite)
 
@@ -181,7 +181,7 @@ def _check_attention_case(fn, q, k, v, mask=None) -> None:
     elif leaked > 1e-6:
         advice = (f"Masked keys should get exactly zero weight, yours get up to {leaked:.3g}: fill their scores "
                   "with float('-inf') before the softmax")
-    _diagnose((output, weights), (expected_output, expected_weights), bugs, "(output, weights)", advice)
+    diagnose((output, weights), (expected_output, expected_weights), bugs, "(output, weights)", advice)
 
 
 def _blocked_query(fn) -> str:
@@ -203,9 +203,9 @@ def _blocked_query(fn) -> str:
     reference_weights = _attention(q, k, v, mask)[1].masked_fill(blocked[..., None], 0.0)
     rows = ~blocked
     if not (torch.isfinite(output[rows]).all() and torch.isfinite(weights[rows]).all()):
-        raise _known_bug("with one query whose keys are all blocked, NaN or inf reached the OTHER queries' rows too: "
+        raise known_bug("with one query whose keys are all blocked, NaN or inf reached the OTHER queries' rows too: "
                          "whatever that query gets must stay in its own row")
-    _diagnose((output[rows], weights[rows]), (reference_output[rows], reference_weights[rows]), [],
+    diagnose((output[rows], weights[rows]), (reference_output[rows], reference_weights[rows]), [],
               "(output, weights) of the queries that may attend somewhere, next to a query whose keys are all blocked")
     row_w, row_out = weights[blocked], output[blocked]  # (1, S), (1, d_v)
     if torch.equal(row_w, torch.zeros_like(row_w)) and torch.allclose(row_out, torch.zeros_like(row_out)):
@@ -218,7 +218,7 @@ def _blocked_query(fn) -> str:
         return ("; a query whose keys are all blocked gets equal weights on every key from yours (a finite fill such "
                 "as -1e9) where the reference gives a row of zeros: accepted, as no mask of this course blocks a whole "
                 "row, see notebook 01")
-    raise _known_bug(
+    raise known_bug(
         f"a query whose keys are all blocked gets the weights {[round(w, 4) for w in row_w[0].tolist()]} from yours. "
         "It has nothing it may attend to: the reference gives it a row of zeros (NaN, the 0/0 of a softmax over "
         "scores that are all -inf, or equal weights, from a finite fill, are accepted too), never weight on some "
@@ -226,7 +226,7 @@ def _blocked_query(fn) -> str:
     )
 
 
-@_exercise(
+@exercise(
     "scaled_dot_product_attention",
     "scale the query-key scores by 1/sqrt(d_k), hide masked keys (mask False) with -inf, softmax over "
     "the keys, and return (output, weights)",
@@ -274,7 +274,7 @@ def check_scaled_dot_product_attention(fn: Callable[..., tuple[torch.Tensor, tor
             if square_error.known_bug:
                 raise square_error from error
         raise ExerciseError(
-            f"{error.args[0]}\n  with query {_shape(q)}, key {_shape(k)}, value {_shape(v)} the scores should "
+            f"{error.args[0]}\n  with query {shape_of(q)}, key {shape_of(k)}, value {shape_of(v)} the scores should "
             f"be (2, 4, 6), one row per query and one column per key, and the output (2, 4, 5)"
             "[[: scores = query @ key.transpose(-2, -1) -> (2, 4, 6), output = weights @ value -> (2, 4, 5)]] "
             "(note: key.T reverses ALL the axes of a batched tensor)"
@@ -319,7 +319,7 @@ def _mha(m, n_heads, query, key, value, mask=None, *, scale=None, split="ok", co
     q, k, v = heads(project(m.w_q, query)), heads(project(m.w_k, key)), heads(project(m.w_v, value))
     scores = q @ k.transpose(-2, -1) * (1 / math.sqrt(Dh) if scale is None else scale)  # (B, H, T, S)
     if mask is not None and mask_mode != "ignore":
-        scores = scores.masked_fill(mask if mask_mode == "inverted" else ~mask, _NEG)
+        scores = scores.masked_fill(mask if mask_mode == "inverted" else ~mask, NEG)
     out = scores.softmax(-1) @ v  # (B, H, T, Dh)
     if concat == "no_transpose":
         out = out.reshape(B, T, D)
@@ -377,10 +377,10 @@ def _mha_bugs(m: nn.Module, H: int, q, k, v, mask) -> list[Bug]:
             Slip("the mask is inverted: True means 'may attend'; fill the scores where the mask is False",
                  {"mask_mode": "inverted"}),
         ]
-    return _slip_bugs(functools.partial(_mha, m, H, q, k, v, mask), slips)
+    return slip_bugs(functools.partial(_mha, m, H, q, k, v, mask), slips)
 
 
-@_exercise(
+@exercise(
     "multi_head_attention",
     "project with w_q, w_k, w_v, split into heads (B, H, L, d_head), attend, merge the heads and apply w_o",
     takes="class",
@@ -411,9 +411,9 @@ def check_multi_head_attention(cls: Callable[..., nn.Module]) -> str:
             w_o, mask ignored or inverted, key/value mixed up).
     """
     D, H = 12, 3  # d_head = 4: sqrt(d_head) = 2, sqrt(d_model) = 3.46, d_head = 4 all differ
-    m = _module(cls, (D, H, _DROPOUT), "cls(d_model, n_heads, dropout)")
+    m = build_module(cls, (D, H, DROPOUT), "cls(d_model, n_heads, dropout)")
     for name in ("w_q", "w_k", "w_v", "w_o"):
-        _linear(m, name, D, D, "your MultiHeadAttention")
+        expect_linear(m, name, D, D, "your MultiHeadAttention")
     B, T, S = 2, 4, 6
     pad = torch.tensor([[True] * S, [True] * (S - 2) + [False] * 2])
     x = torch.randn(B, T, D)
@@ -429,13 +429,13 @@ def check_multi_head_attention(cls: Callable[..., nn.Module]) -> str:
         inputs = {"query": q, "key": k, "value": v}
         originals = {name: t.clone() for name, t in inputs.items()}
         args = (q, k, v) if mask is None else (q, k, v, mask)
-        out = _call_eval(m, *args)
-        _expect_unchanged(originals, inputs)
-        out = _expect_tensor(out, "the output", (B, T, D), q.dtype, nan_hint=_MASK_NAN_HINT,
+        out = call_in_eval(m, *args)
+        expect_unchanged(originals, inputs)
+        out = expect_tensor(out, "the output", (B, T, D), q.dtype, nan_hint=MASK_NAN_HINT,
                              shape_hint="one d_model vector per query: (B, T, d_model)")
-        _diagnose(out, _torch_mha(m, H, q, k, v, mask), _mha_bugs(m, H, q, k, v, mask), f"the output ({case})",
+        diagnose(out, _torch_mha(m, H, q, k, v, mask), _mha_bugs(m, H, q, k, v, mask), f"the output ({case})",
                   "compare with nn.MultiheadAttention holding your weights")
-    _expect_dropout(m, lambda: _module(cls, (D, H, 0.0), "cls(d_model, n_heads, dropout)"), args, out,
+    expect_dropout(m, lambda: build_module(cls, (D, H, 0.0), "cls(d_model, n_heads, dropout)"), args, out,
                     "to the attention weights, after the softmax")
     return ("shapes, values against nn.MultiheadAttention with your weights, padding and causal masks, inputs "
             "unchanged, dropout on in training only")

@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from transformer_lessons.checks._frame import _NO_RETURN, ExerciseError, _call, _exercise, _known_bug
+from transformer_lessons.checks.common import NO_RETURN, ExerciseError, call_answer, exercise, known_bug
 from transformer_lessons.data.batching import TokenBatcher
 
 Batches = list[list[int]]
@@ -72,7 +72,7 @@ def _padded(lengths: Sequence[int], batches: Batches) -> int:
 def _as_batches(value: Any) -> Batches:
     """The learner's answer as a list of lists of ints, or an ExerciseError saying what it is instead."""
     if value is None:
-        raise ExerciseError(_NO_RETURN)
+        raise ExerciseError(NO_RETURN)
     if not isinstance(value, (list, tuple)):
         raise ExerciseError(f"return a list of batches, each a list of indices into `lengths`; got {type(value).__name__}")
     batches = []
@@ -117,7 +117,7 @@ def _diagnose_batches(batches: Batches, lengths: Sequence[int], max_tokens: int,
     """Raise the ExerciseError that best explains why ``batches`` differ from ``expected``."""
     n, want = len(lengths), _signature(lengths, expected)
     if sorted(tuple(sorted(batch)) for batch in batches) == want:
-        raise _known_bug("your batches hold the LENGTHS; return the INDICES (positions in `lengths`) of the "
+        raise known_bug("your batches hold the LENGTHS; return the INDICES (positions in `lengths`) of the "
                          "sequences in each batch")
     flat = sorted(i for batch in batches for i in batch)
     if any(not 0 <= i < n for i in flat):
@@ -127,26 +127,26 @@ def _diagnose_batches(batches: Batches, lengths: Sequence[int], max_tokens: int,
         simulated = _greedy(lengths, max_tokens, **knobs)
         if _signature(lengths, simulated) != want and _signature(lengths, simulated) == _signature(lengths, batches) and (
                 sorted(i for batch in simulated for i in batch) == flat):
-            raise _known_bug(hint)
+            raise known_bug(hint)
     twice = sorted({i for i in flat if flat.count(i) > 1})
     missing = sorted(set(range(n)) - set(flat))
     if twice:
-        raise _known_bug(f"index {twice[0]} is in more than one batch: every index must be in exactly one. Start a new "
+        raise known_bug(f"index {twice[0]} is in more than one batch: every index must be in exactly one. Start a new "
                          "batch with the index that did not fit, after appending the full batch WITHOUT it")
     if missing:
-        raise _known_bug(f"index {missing[0]} (length {lengths[missing[0]]}) is in no batch: every index must be in "
+        raise known_bug(f"index {missing[0]} (length {lengths[missing[0]]}) is in no batch: every index must be in "
                          "exactly one. When i does not fit, append the full batch, then start the next one WITH i")
     for batch in batches:
         size = len(batch) * max(lengths[i] for i in batch)
         if len(batch) > 1 and size > max_tokens:
             rows = f"{len(batch)} rows x longest {max(lengths[i] for i in batch)} = {size} > max_tokens = {max_tokens}"
             if sum(lengths[i] for i in batch) <= max_tokens:
-                raise _known_bug(f"a batch's padded size is {rows}: you counted the tokens (the sum of the lengths), "
+                raise known_bug(f"a batch's padded size is {rows}: you counted the tokens (the sum of the lengths), "
                                  "but every row is padded to the longest; count rows times the longest length"
                                  "[[: len(batch) * max(lengths in it)]]")
-            raise _known_bug(f"a batch's padded size is {rows}: cut the batch before it grows past max_tokens")
+            raise known_bug(f"a batch's padded size is {rows}: cut the batch before it grows past max_tokens")
     if _padded(lengths, batches) > _padded(lengths, expected):
-        raise _known_bug(f"your batches hold {_padded(lengths, batches)} padded tokens, the rule's "
+        raise known_bug(f"your batches hold {_padded(lengths, batches)} padded tokens, the rule's "
                          f"{_padded(lengths, expected)}: sort the indices by length first, shortest first, so "
                          "similar lengths share a batch")
     got = _signature(lengths, batches)
@@ -166,7 +166,7 @@ def _cases() -> list[tuple[list[int], int]]:
     return [([3, 7, 2, 5, 5, 9, 4, 2, 6, 3, 12, 1, 11, 8, 4], 10), (many, 64), ([15, 20], 10), ([], 10)]
 
 
-@_exercise("batch_by_tokens", "sort the indices by length and cut them greedily into batches of at most max_tokens "
+@exercise("batch_by_tokens", "sort the indices by length and cut them greedily into batches of at most max_tokens "
            "padded tokens")
 def check_batch_by_tokens(fn: Callable[[list[int], int], list[list[int]]]) -> str:
     """Check batching by tokens, the rule of :class:`~transformer_lessons.data.TokenBatcher` (§5.1).
@@ -192,13 +192,13 @@ def check_batch_by_tokens(fn: Callable[[list[int], int], list[list[int]]]) -> st
     """
     for lengths, max_tokens in _cases():
         given = list(lengths)
-        batches = _as_batches(_call(fn, given, max_tokens, hint="batches = [[indices ...], ...]"))
+        batches = _as_batches(call_answer(fn, given, max_tokens, hint="batches = [[indices ...], ...]"))
         if given != lengths:
-            raise _known_bug("your code changed `lengths` (lengths.sort()?), which loses which index has which "
+            raise known_bug("your code changed `lengths` (lengths.sort()?), which loses which index has which "
                              "length: sort the INDICES by length[[: sorted(range(len(lengths)), key=lambda i: lengths[i])]]")
         if any(not batch for batch in batches):
             where = f" for lengths={lengths}, max_tokens={max_tokens}" if len(lengths) < 16 else ""
-            raise _known_bug(f"your answer has an empty batch{where}: when an index does not fit in an EMPTY batch "
+            raise known_bug(f"your answer has an empty batch{where}: when an index does not fit in an EMPTY batch "
                              "(it alone is longer than max_tokens), add it anyway, a batch of its own; and append "
                              "the last batch only if it is not empty")
         expected = _reference(lengths, max_tokens)

@@ -15,17 +15,17 @@ from typing import Any, Callable
 
 import torch
 
-from transformer_lessons.checks._frame import (
+from transformer_lessons.checks.common import (
     Bug,
     ExerciseError,
     Slip,
-    _call,
-    _diagnose,
-    _exercise,
-    _expect_tensor,
-    _expect_unchanged,
-    _known_bug,
-    _slip_bugs,
+    call_answer,
+    diagnose,
+    exercise,
+    expect_tensor,
+    expect_unchanged,
+    known_bug,
+    slip_bugs,
 )
 
 _NEG_INF = float("-inf")
@@ -89,7 +89,7 @@ def _beam_bugs(scores: torch.Tensor, log_probs: torch.Tensor, K: int) -> list[Bu
              {"combine": "multiply_probs"}),
         Slip("log-probabilities add: score + log p, not score * log p", {"combine": "multiply_logs"}),
     ]
-    return _slip_bugs(functools.partial(_beam_variant, scores, log_probs, K), slips)
+    return slip_bugs(functools.partial(_beam_variant, scores, log_probs, K), slips)
 
 
 def _expect_step(got: Any, K: int, V: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -99,12 +99,12 @@ def _expect_step(got: Any, K: int, V: int) -> tuple[torch.Tensor, torch.Tensor, 
     if not isinstance(got, (tuple, list)) or len(got) != 3:
         raise ExerciseError("return three tensors, (new_scores, parent, token), each of shape (K,)")
     if any(isinstance(t, torch.Tensor) and t.dim() == 2 and t.size(0) == K and t.size(1) > 1 for t in got):
-        raise _known_bug(f"your outputs are ({K}, ...) tables, one row per prefix: a topk per beam. The K survivors are "
+        raise known_bug(f"your outputs are ({K}, ...) tables, one row per prefix: a topk per beam. The K survivors are "
                          "the K best of ALL K·V extensions: flatten the candidates first[[: cand.view(-1).topk(K)]]")
     hint = f"Each output has one entry per survivor: (K,) = ({K},)"
-    new_scores = _expect_tensor(got[0], "new_scores", shape=(K,), shape_hint=hint, finite=False)
-    parent = _expect_tensor(got[1], "parent", shape=(K,), shape_hint=hint)
-    token = _expect_tensor(got[2], "token", shape=(K,), shape_hint=hint)
+    new_scores = expect_tensor(got[0], "new_scores", shape=(K,), shape_hint=hint, finite=False)
+    parent = expect_tensor(got[1], "parent", shape=(K,), shape_hint=hint)
+    token = expect_tensor(got[2], "token", shape=(K,), shape_hint=hint)
     for name, t in (("parent", parent), ("token", token)):
         if t.is_floating_point() or t.dtype == torch.bool:
             raise ExerciseError(f"{name} should hold indices (an integer dtype, torch.long), got {t.dtype}: "
@@ -112,7 +112,7 @@ def _expect_step(got: Any, K: int, V: int) -> tuple[torch.Tensor, torch.Tensor, 
     return new_scores, parent.long(), token.long()
 
 
-@_exercise(
+@exercise(
     "beam_step",
     "score every extension (its prefix's score plus its log-probability), keep the K best of all K·V of them, "
     "and return their scores, their prefixes and their tokens",
@@ -149,16 +149,16 @@ def check_beam_step(fn: Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Te
     for scores, log_probs, K in _beam_cases():
         V = log_probs.size(1)
         inputs = {"scores": scores.clone(), "log_probs": log_probs.clone()}
-        got = _call(fn, inputs["scores"], inputs["log_probs"], K, hint="scores (K,), log_probs (K, V), K an int")
-        _expect_unchanged({"scores": scores, "log_probs": log_probs}, inputs)
+        got = call_answer(fn, inputs["scores"], inputs["log_probs"], K, hint="scores (K,), log_probs (K, V), K an int")
+        expect_unchanged({"scores": scores, "log_probs": log_probs}, inputs)
         got = _expect_step(got, K, V)
         expected = _best_candidates(scores, log_probs, K)
         if not torch.equal(got[1] * V + got[2], expected[1] * V + expected[2]):
             same = sorted((got[1] * V + got[2]).tolist()) == sorted((expected[1] * V + expected[2]).tolist())
             if same:
-                raise _known_bug("the right K survivors, in another order: return them best first (topk sorts them; "
+                raise known_bug("the right K survivors, in another order: return them best first (topk sorts them; "
                                  "sorted=True is its default)")
-        _diagnose(got, expected, _beam_bugs(scores, log_probs, K), "(new_scores, parent, token)",
+        diagnose(got, expected, _beam_bugs(scores, log_probs, K), "(new_scores, parent, token)",
                   "expected the K best of all K·V candidates, each its prefix's score plus its log-probability"
                   "[[: cand = scores[:, None] + log_probs; top, idx = cand.view(-1).topk(K); "
                   "parent, token = idx // V, idx % V]]")

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import torch
 
-from transformer_lessons.checks._frame import _NO_RETURN, ExerciseError, Slip, _call, _exercise, _known_bug, _slip_pairs
+from transformer_lessons.checks.common import NO_RETURN, ExerciseError, Slip, call_answer, exercise, known_bug, slip_pairs
 
 # (hypothesis, reference, n): clipping (Papineni's "the the the ..."), all four orders, sentences shorter than n, empty.
 _PAPINENI = ("the the the the the the the".split(), "the cat is on the mat".split())
@@ -66,9 +66,9 @@ def _ngram_stats(hyp, ref, n, *, clip=True, distinct=False, stop="n-1", wrap=Fal
 def _counts(value: Any) -> tuple[float, float]:
     """The learner's (matches, total) as two numbers."""
     if value is None:
-        raise ExerciseError(_NO_RETURN)
+        raise ExerciseError(NO_RETURN)
     if isinstance(value, (numbers.Real, torch.Tensor)) and not isinstance(value, bool):
-        raise _known_bug("return the two counts (matches, total), not one number: BLEU sums each over the whole "
+        raise known_bug("return the two counts (matches, total), not one number: BLEU sums each over the whole "
                          "corpus before dividing, so a sentence's ratio cannot be used")
     if not isinstance(value, (tuple, list)) or len(value) != 2:
         raise ExerciseError(f"return a pair (matches, total), got {type(value).__name__}")
@@ -99,10 +99,10 @@ _MP_BUGS = [
 ]
 
 # Each alone, then two at a time (counts not clipped AND one n-gram short, say).
-_MP_SLIPS = [*(Slip(hint, knobs) for hint, knobs in _MP_BUGS), *_slip_pairs([Slip(h, k) for h, k in _MP_BUGS])]
+_MP_SLIPS = [*(Slip(hint, knobs) for hint, knobs in _MP_BUGS), *slip_pairs([Slip(h, k) for h, k in _MP_BUGS])]
 
 
-@_exercise(
+@exercise(
     "modified_precision",
     "count the hypothesis's n-grams and the reference's (collections.Counter of tuples), clip each match to the "
     "reference's count, and return (matches, total) with total = the number of hypothesis n-grams",
@@ -131,7 +131,7 @@ def check_modified_precision(fn: Callable[..., tuple[int, int]]) -> str:
     """
     for hyp, ref, n in _MP_CASES:
         inputs = (list(hyp), list(ref))
-        got = _counts(_call(fn, *inputs, n, hint="hypothesis and reference are lists of str, n an int"))
+        got = _counts(call_answer(fn, *inputs, n, hint="hypothesis and reference are lists of str, n an int"))
         if inputs != (hyp, ref):
             raise ExerciseError("your code changed the token lists it was given: count without modifying them")
         expected = _reference_stats(hyp, ref, n)
@@ -139,7 +139,7 @@ def check_modified_precision(fn: Callable[..., tuple[int, int]]) -> str:
             continue
         for hint, knobs in _MP_SLIPS:
             if got == _ngram_stats(hyp, ref, n, **knobs):
-                raise _known_bug(hint)
+                raise known_bug(hint)
         raise ExerciseError(
             f"for hypothesis {' '.join(hyp)!r}, reference {' '.join(ref)!r} and n = {n} the answer is "
             f"(matches, total) = {expected}, got {got}: the clipped count of the hypothesis's n-grams, and how many there are"
@@ -171,12 +171,12 @@ _BP_BUGS = [
      dict(sign=-1)),
 ]
 
-_BP_SLIPS = [*(Slip(hint, knobs) for hint, knobs in _BP_BUGS), *_slip_pairs([Slip(h, k) for h, k in _BP_BUGS])]
+_BP_SLIPS = [*(Slip(hint, knobs) for hint, knobs in _BP_BUGS), *slip_pairs([Slip(h, k) for h, k in _BP_BUGS])]
 
 
 def _bp_value(value: Any) -> float:
     if value is None:
-        raise ExerciseError(_NO_RETURN)
+        raise ExerciseError(NO_RETURN)
     if isinstance(value, torch.Tensor) and value.numel() == 1:
         value = value.item()
     if not isinstance(value, numbers.Real):
@@ -184,7 +184,7 @@ def _bp_value(value: Any) -> float:
     return float(value)
 
 
-@_exercise(
+@exercise(
     "brevity_penalty",
     "return 1.0 for a hypothesis longer than the reference, a penalty below 1 for a shorter one (Papineni et al. "
     "§2.2.2), and 0.0 for an empty hypothesis",
@@ -209,7 +209,7 @@ def check_brevity_penalty(fn: Callable[[int, int], float]) -> str:
             outputs, the sign of the exponent, a division by zero or inf/NaN for an
             empty hypothesis).
     """
-    got = [_bp_value(_call(fn, c, r, hint="hyp_len and ref_len are ints")) for c, r in _BP_CASES]
+    got = [_bp_value(call_answer(fn, c, r, hint="hyp_len and ref_len are ints")) for c, r in _BP_CASES]
     expected = [_reference_bp(c, r) for c, r in _BP_CASES]
 
     def matches(values):
@@ -218,14 +218,14 @@ def check_brevity_penalty(fn: Callable[[int, int], float]) -> str:
     if not matches(expected):
         for hint, knobs in _BP_SLIPS:
             if matches([_buggy_bp(c, r, **knobs) for c, r in _BP_CASES]):
-                raise _known_bug(hint)
+                raise known_bug(hint)
         i = next(i for i, (g, e) in enumerate(zip(got, expected)) if not math.isclose(g, e, rel_tol=1e-6, abs_tol=1e-9))
         c, r = _BP_CASES[i]
         raise ExerciseError(f"for hyp_len = {c}, ref_len = {r} the penalty is {expected[i]:.6g}, got {got[i]:.6g}: "
                             "compare with §2.2.2 of the BLEU paper[[: BP = 1 if c > r, else exp(1 - r/c)]]")
-    empty = _bp_value(_call(fn, 0, 5, hint="an empty hypothesis (hyp_len = 0) gets BP = 0.0: return it before dividing by hyp_len"))
+    empty = _bp_value(call_answer(fn, 0, 5, hint="an empty hypothesis (hyp_len = 0) gets BP = 0.0: return it before dividing by hyp_len"))
     if not math.isfinite(empty):
-        raise _known_bug(f"for an empty hypothesis (hyp_len = 0) you return {empty}: return 0.0 before dividing by hyp_len")
+        raise known_bug(f"for an empty hypothesis (hyp_len = 0) you return {empty}: return 0.0 before dividing by hyp_len")
     if empty != 0.0:
-        raise _known_bug(f"an empty hypothesis (hyp_len = 0) gets BP = 0.0 (the limit of exp(1 - r/c) as c -> 0), got {empty:.6g}")
+        raise known_bug(f"an empty hypothesis (hyp_len = 0) gets BP = 0.0 (the limit of exp(1 - r/c) as c -> 0), got {empty:.6g}")
     return f"{len(_BP_CASES)} length pairs, shorter, equal and longer, and an empty hypothesis against sacreBLEU's bp"

@@ -16,15 +16,15 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from transformer_lessons.checks._frame import (
+from transformer_lessons.checks.common import (
     ExerciseError,
-    _call,
-    _exercise,
-    _expect_tensor,
-    _expect_unchanged,
-    _known_bug,
-    _shape,
-    _two_things,
+    call_answer,
+    exercise,
+    expect_tensor,
+    expect_unchanged,
+    known_bug,
+    shape_of,
+    two_things,
 )
 from transformer_lessons.config import ModelConfig
 from transformer_lessons.data import Batch, make_batch
@@ -147,12 +147,12 @@ def _off_by_one(max_new_tokens: int) -> str:
 
 def _check_greedy_structure(got: Any, B: int, max_new_tokens: int, bos_id: int, eos_id: int, expected: torch.Tensor) -> None:
     """Type, shape, the <bos> column, eos padding and lengths: what any greedy decoder must satisfy."""
-    _expect_tensor(got, "the result")
+    expect_tensor(got, "the result")
     if got.is_floating_point() or got.dtype == torch.bool:
         raise ExerciseError(f"the result should hold token ids (dtype torch.long), got {got.dtype}")
     if got.dim() != 2 or got.size(0) != B:
         raise ExerciseError(
-            f"the result should be (B, 1 + L) = ({B}, 1 + L) with L <= max_new_tokens = {max_new_tokens}, got shape {_shape(got)}"
+            f"the result should be (B, 1 + L) = ({B}, 1 + L) with L <= max_new_tokens = {max_new_tokens}, got shape {shape_of(got)}"
         )
     got = got.long()
     if got.size(1) > 1 + max_new_tokens:
@@ -163,7 +163,7 @@ def _check_greedy_structure(got: Any, B: int, max_new_tokens: int, bos_id: int, 
     if not bool((got[:, 0] == bos_id).all()):
         width = expected.size(1) - 1
         if got.size(1) >= width and torch.equal(got[:, :width], expected[:, 1:]):
-            raise _known_bug("the <bos> column is missing: return ys including the bos_id it started with, (B, 1 + L)")
+            raise known_bug("the <bos> column is missing: return ys including the bos_id it started with, (B, 1 + L)")
         raise ExerciseError(f"every row must start with bos_id = {bos_id} (use the argument), got {got[:, 0].tolist()}")
     for b, row in enumerate(got[:, 1:].tolist()):
         if eos_id in row:
@@ -173,18 +173,18 @@ def _check_greedy_structure(got: Any, B: int, max_new_tokens: int, bos_id: int, 
                         "on append eos_id to it (keep a `finished` flag per row), and stop when every row is finished"
                         "[[: next_token = next_token.masked_fill(finished, eos_id)]]")
                 if got.size(1) - 1 == max_new_tokens - 1:  # a fixed number of steps, one short
-                    raise _known_bug(_two_things(hint, _off_by_one(max_new_tokens)))
-                raise _known_bug(hint)
+                    raise known_bug(two_things(hint, _off_by_one(max_new_tokens)))
+                raise known_bug(hint)
     cut = [b for b, row in enumerate(got[:, 1:].tolist()) if eos_id not in row and len(row) < max_new_tokens]
     if cut:
         ended = [row.index(eos_id) for row in got[:, 1:].tolist() if eos_id in row]  # where each ended row ended
         if ended and all(end == got.size(1) - 2 for end in ended):  # nothing ended before the last step
-            raise _known_bug(
+            raise known_bug(
                 f"rows {cut} stop after {got.size(1) - 1} tokens without <eos>: the loop stopped as soon as ONE row "
                 "produced eos_id. Stop when EVERY row has; until then the others are still being written[[: if finished.all(): break]]"
             )
         if got.size(1) - 1 == max_new_tokens - 1:
-            raise _known_bug(_off_by_one(max_new_tokens))
+            raise known_bug(_off_by_one(max_new_tokens))
         raise ExerciseError(
             f"rows {cut} end after {got.size(1) - 1} tokens without <eos>: keep generating until a row produces "
             f"eos_id or max_new_tokens = {max_new_tokens} tokens"
@@ -227,9 +227,9 @@ def _diagnose_greedy(fn: Callable[..., torch.Tensor], model: nn.Module, src: tor
     ``calls`` is what :class:`_DecodeSpy` recorded: the decoder's inputs and whether a tgt_mask came with them.
     """
     torch.manual_seed(1)  # another seed: a deterministic decoder gives the same answer again
-    again = _call(fn, model, src.clone(), src_mask.clone(), max_new_tokens, _DEC_BOS, _DEC_EOS, hint=_GREEDY_HINT)
+    again = call_answer(fn, model, src.clone(), src_mask.clone(), max_new_tokens, _DEC_BOS, _DEC_EOS, hint=_GREEDY_HINT)
     if isinstance(again, torch.Tensor) and _rows_until_eos(again.long(), _DEC_EOS) != got_rows:
-        raise _known_bug(
+        raise known_bug(
             "two runs with the same input gave different outputs: are you sampling (torch.multinomial, "
             "Categorical(...).sample()) instead of taking the argmax? Greedy decoding is deterministic"
         )
@@ -237,9 +237,9 @@ def _diagnose_greedy(fn: Callable[..., torch.Tensor], model: nn.Module, src: tor
     for hint, knobs, plausible in _greedy_bugs(fed_one_token):
         simulated = _greedy(model, src, src_mask, max_new_tokens, _DEC_BOS, _DEC_EOS, **knobs) if plausible else None
         if simulated is not None and got_rows == _rows_until_eos(simulated, _DEC_EOS):
-            raise _known_bug(hint)
+            raise known_bug(hint)
     if calls and not any(has_mask for _, has_mask in calls):
-        raise _known_bug(_NO_CAUSAL_HINT)
+        raise known_bug(_NO_CAUSAL_HINT)
     b = next(i for i, (g, w) in enumerate(zip(got_rows, want_rows)) if g != w)
     t = next((i for i, (g, w) in enumerate(zip(got_rows[b], want_rows[b])) if g != w), min(len(got_rows[b]), len(want_rows[b])))
     raise ExerciseError(
@@ -251,7 +251,7 @@ def _diagnose_greedy(fn: Callable[..., torch.Tensor], model: nn.Module, src: tor
     )
 
 
-@_exercise(
+@exercise(
     "greedy_decode",
     "encode once, start every row with bos_id, then up to max_new_tokens times: decode everything generated so far "
     "with a causal mask and append the argmax of the LAST position's logits; finished rows get eos_id",
@@ -299,10 +299,10 @@ def check_greedy_decode(fn: Callable[..., torch.Tensor]) -> str:
         inputs = {"src": src.clone(), "src_mask": src_mask.clone()}
         spy = _DecodeSpy(model)
         try:
-            got = _call(fn, model, inputs["src"], inputs["src_mask"], max_new_tokens, _DEC_BOS, _DEC_EOS, hint=_GREEDY_HINT)
+            got = call_answer(fn, model, inputs["src"], inputs["src_mask"], max_new_tokens, _DEC_BOS, _DEC_EOS, hint=_GREEDY_HINT)
         finally:
             spy.close()
-        _expect_unchanged(originals, inputs)
+        expect_unchanged(originals, inputs)
         expected = greedy_decode(model, src, src_mask, max_new_tokens, _DEC_BOS, _DEC_EOS)  # (B, 1 + L)
         _check_greedy_structure(got, src.size(0), max_new_tokens, _DEC_BOS, _DEC_EOS, expected)
         got_rows, want_rows = _rows_until_eos(got.long(), _DEC_EOS), _rows_until_eos(expected, _DEC_EOS)

@@ -17,7 +17,7 @@ from typing import Callable
 
 import torch
 
-from transformer_lessons.checks._frame import _NO_RETURN, ExerciseError, _call, _exercise, _known_bug
+from transformer_lessons.checks.common import NO_RETURN, ExerciseError, call_answer, exercise, known_bug
 
 # Token counts of each rank's shard: uneven on purpose (short sentences on one rank, long on another), and one
 # case where a rank has no tokens at all (a batch with fewer sentences than ranks).
@@ -45,7 +45,7 @@ def _averaged_gradient(counts: tuple[int, ...], rank_loss: Callable, validate: C
 
 def _expect_loss(value) -> None:
     if value is None:
-        raise ExerciseError(_NO_RETURN)
+        raise ExerciseError(NO_RETURN)
     if isinstance(value, numbers.Real) or (isinstance(value, torch.Tensor) and not value.requires_grad):
         raise ExerciseError("the loss has lost its graph (a float, .item() or .detach()): return a tensor computed "
                             "from local_sum, so that backward reaches the weights")  # fmt: skip
@@ -81,7 +81,7 @@ _BUGS = [
 ]
 
 
-@_exercise(
+@exercise(
     "rank_loss",
     "return the loss this rank backpropagates so that DDP's average of the gradients is the whole batch's mean-loss gradient",
 )
@@ -110,7 +110,7 @@ def check_rank_loss(fn: Callable[..., torch.Tensor]) -> str:
     with torch.enable_grad():  # the check body runs under no_grad; this one is about gradients
         got, expected = [], []
         for counts in _SHARDS:
-            got.append(_averaged_gradient(counts, lambda *args: _call(fn, *args), _expect_loss))
+            got.append(_averaged_gradient(counts, lambda *args: call_answer(fn, *args), _expect_loss))
             expected.append(_whole_batch_gradient(counts))
 
         def matches(grads):  # a rank without tokens makes local_sum / local_tokens NaN: the bug matches then too
@@ -120,7 +120,7 @@ def check_rank_loss(fn: Callable[..., torch.Tensor]) -> str:
             return f"DDP's averaged gradient equals the whole batch's, {len(_SHARDS)} batches split over 1 to 4 ranks, uneven shards"
         for hint, bug in _BUGS:
             if matches([_averaged_gradient(counts, bug) for counts in _SHARDS]):
-                raise _known_bug(hint)
+                raise known_bug(hint)
     i = next(k for k, (g, e) in enumerate(zip(got, expected)) if not math.isclose(g, e, rel_tol=1e-5, abs_tol=1e-7))
     raise ExerciseError(
         f"with shards of {list(_SHARDS[i])} tokens on {len(_SHARDS[i])} ranks, DDP's average gives the gradient {got[i]:.6g}, "

@@ -14,21 +14,21 @@ from typing import Callable
 import torch
 from torch import nn
 
-from transformer_lessons.checks._frame import (
-    _DROPOUT,
+from transformer_lessons.checks.common import (
+    DROPOUT,
     Bug,
     ExerciseError,
-    _call,
-    _call_eval,
-    _diagnose,
-    _exercise,
-    _expect_dropout,
-    _expect_tensor,
-    _expect_unchanged,
-    _known_bug,
-    _module,
-    _raised,
-    _shape,
+    call_answer,
+    call_in_eval,
+    diagnose,
+    exercise,
+    expect_dropout,
+    expect_tensor,
+    expect_unchanged,
+    known_bug,
+    build_module,
+    describe_raised,
+    shape_of,
 )
 from transformer_lessons.layers import Embeddings, LearnedPositionalEmbedding
 
@@ -39,7 +39,7 @@ _IN_PLACE = (
 )
 
 
-@_exercise("embedding_scale", "look the tokens up in the table and multiply the vectors by sqrt(d_model)")
+@exercise("embedding_scale", "look the tokens up in the table and multiply the vectors by sqrt(d_model)")
 def check_embedding_scale(fn: Callable[[nn.Embedding, torch.Tensor], torch.Tensor]) -> str:
     """Check the scaled token embedding of the paper (§3.4: "we multiply those weights by √d_model").
 
@@ -66,11 +66,11 @@ def check_embedding_scale(fn: Callable[[nn.Embedding, torch.Tensor], torch.Tenso
     tokens = torch.tensor([[1, 4, 4, 10, 0], [7, 2, 9, 3, 4]])  # (B, L), a repeated id
     expected = reference(tokens)  # before the learner's code can touch the table
     weights, original = table.weight.detach().clone(), tokens.clone()
-    out = _call(fn, table, tokens, hint="tokens (B, L) -> table(tokens) (B, L, D), then multiply by sqrt(d_model)")
+    out = call_answer(fn, table, tokens, hint="tokens (B, L) -> table(tokens) (B, L, D), then multiply by sqrt(d_model)")
     if not torch.equal(table.weight, weights):
-        raise _known_bug(_IN_PLACE)
-    _expect_unchanged({"tokens": original}, {"tokens": tokens})
-    out = _expect_tensor(out, "the output", (B, L, D), weights.dtype,
+        raise known_bug(_IN_PLACE)
+    expect_unchanged({"tokens": original}, {"tokens": tokens})
+    out = expect_tensor(out, "the output", (B, L, D), weights.dtype,
                          shape_hint="look every token up: table(tokens) maps (B, L) to (B, L, d_model)")
     looked_up = table(tokens)  # (B, L, D)
     bugs: list[Bug] = [
@@ -90,7 +90,7 @@ def check_embedding_scale(fn: Callable[[nn.Embedding, torch.Tensor], torch.Tenso
         ("d_model is hard-coded to 512: read it from the table, table.embedding_dim, so the function works for "
          "every model", lambda: looked_up * math.sqrt(512)),
     ]
-    _diagnose(out, expected, bugs, "the output",
+    diagnose(out, expected, bugs, "the output",
               "expected the looked-up vectors times sqrt(d_model)[[: table(tokens) * math.sqrt(d_model)]]")
     return "values against layers.Embeddings, shape (B, L, d_model), table and tokens unchanged"
 
@@ -100,15 +100,15 @@ def check_embedding_scale(fn: Callable[[nn.Embedding, torch.Tensor], torch.Tenso
 
 def _trained_table(module: nn.Module, max_len: int, d_model: int) -> nn.Parameter:
     """The learner's (max_len, d_model) table: an nn.Embedding's weight or an nn.Parameter."""
-    found = [p for p in module.parameters() if _shape(p) == (max_len, d_model)]
+    found = [p for p in module.parameters() if shape_of(p) == (max_len, d_model)]
     if len(found) == 1:
         return found[0]
-    if any(_shape(p) == (d_model, max_len) for p in module.parameters()):
-        raise _known_bug(f"your table has shape (d_model, max_len) = {(d_model, max_len)}: one ROW per position, "
+    if any(shape_of(p) == (d_model, max_len) for p in module.parameters()):
+        raise known_bug(f"your table has shape (d_model, max_len) = {(d_model, max_len)}: one ROW per position, "
                          "so max_len rows of d_model; the constructor takes max_len first, cls(max_len, d_model, dropout)"
                          "[[: nn.Embedding(max_len, d_model)]]")
-    if any(_shape(b) == (max_len, d_model) for b in module.buffers()):
-        raise _known_bug("your (max_len, d_model) table is a buffer, which is never trained: learned positions are "
+    if any(shape_of(b) == (max_len, d_model) for b in module.buffers()):
+        raise known_bug("your (max_len, d_model) table is a buffer, which is never trained: learned positions are "
                          "parameters, which an embedding table holds[[: self.table = nn.Embedding(max_len, d_model)]]")
     if found:
         raise ExerciseError(f"your module holds {len(found)} tables of shape (max_len, d_model): keep one"
@@ -124,13 +124,13 @@ def _expect_too_long_refused(module: nn.Module, x: torch.Tensor, max_len: int) -
     except (ValueError, IndexError):
         return
     except Exception as error:  # noqa: BLE001 - a learner error, reported with its line
-        raise _known_bug(
+        raise known_bug(
             f"a sequence of {x.size(1)} > max_len = {max_len} positions should raise a clear ValueError; "
-            f"instead {_raised(error, '')}\n  hint: check the length first, before the lookup"
+            f"instead {describe_raised(error, '')}\n  hint: check the length first, before the lookup"
             "[[: if x.size(1) > self.max_len: raise ValueError(...)]]"
         ) from error
-    shape = f" (shape {_shape(out)})" if isinstance(out, torch.Tensor) else ""
-    raise _known_bug(
+    shape = f" (shape {shape_of(out)})" if isinstance(out, torch.Tensor) else ""
+    raise known_bug(
         f"a sequence of {x.size(1)} > max_len = {max_len} positions returned an answer{shape} instead of an error: "
         "the table has no row for those positions, so whatever was added there is wrong. Raise a "
         "ValueError when the length (dim 1) is larger than max_len"
@@ -141,18 +141,18 @@ def _expect_too_long_refused(module: nn.Module, x: torch.Tensor, max_len: int) -
 def _forward(module: nn.Module, x: torch.Tensor, max_len: int) -> torch.Tensor:
     """The learner's output for x (in eval mode, twice: the same both times); L = max_len must not be refused."""
     try:
-        return _call_eval(module, x, hint="add the table's rows of positions 0 .. L-1 to x"
+        return call_in_eval(module, x, hint="add the table's rows of positions 0 .. L-1 to x"
                           "[[: positions = torch.arange(x.size(1)); return x + self.table(positions)]]")
     except ExerciseError as error:
         if x.size(1) == max_len and isinstance(error.__cause__, (ValueError, IndexError)):
-            raise _known_bug(f"a sequence of exactly max_len = {max_len} positions was refused: it fits, rows 0 .. "
+            raise known_bug(f"a sequence of exactly max_len = {max_len} positions was refused: it fits, rows 0 .. "
                              "max_len - 1; raise only when the length is larger than max_len (>, not >=)[[: if x.size(1) > max_len]]") from error.__cause__
         raise
 
 
 def _rows_only(out: object, rows: torch.Tensor) -> bool:
     """Did the learner return the table's rows alone, shaped (L, D) or (1, L, D), without adding x?"""
-    return isinstance(out, torch.Tensor) and out.dim() in (2, 3) and _shape(out)[-2:] == _shape(rows) and (
+    return isinstance(out, torch.Tensor) and out.dim() in (2, 3) and shape_of(out)[-2:] == shape_of(rows) and (
         out.dim() == 2 or out.size(0) == 1) and torch.allclose(out.reshape(rows.shape), rows)
 
 
@@ -176,7 +176,7 @@ def _position_bugs(x: torch.Tensor, W: torch.Tensor) -> list[Bug]:
     ]
 
 
-@_exercise("learned_positions", "add a trained row of d_model numbers to every position, one row per position",
+@exercise("learned_positions", "add a trained row of d_model numbers to every position, one row per position",
            takes="class")
 def check_learned_positions(cls: Callable[..., nn.Module]) -> str:
     """Check learned positional embeddings, the alternative of §3.5 (Table 3, row (E)).
@@ -204,7 +204,7 @@ def check_learned_positions(cls: Callable[..., nn.Module]) -> str:
             beyond max_len, dropout left on in eval mode or never applied).
     """
     max_len, D, B, L = 12, 8, 3, 5
-    m = _module(cls, (max_len, D, _DROPOUT), "cls(max_len, d_model, dropout)")
+    m = build_module(cls, (max_len, D, DROPOUT), "cls(max_len, d_model, dropout)")
     table = _trained_table(m, max_len, D)
     table.copy_(torch.randn(max_len, D))  # the learner's init may be zeros: random rows make every bug show
     W = table.detach().clone()
@@ -214,26 +214,26 @@ def check_learned_positions(cls: Callable[..., nn.Module]) -> str:
         x = torch.randn(B, length, D)
         original = x.clone()
         out = _forward(m, x, max_len)
-        _expect_unchanged({"x": original}, {"x": x})
+        expect_unchanged({"x": original}, {"x": x})
         if _rows_only(out, W[:length]):
-            raise _known_bug(_NOT_ADDED)
-        out = _expect_tensor(out, f"the output for L={length}", x.shape, x.dtype,
+            raise known_bug(_NOT_ADDED)
+        out = expect_tensor(out, f"the output for L={length}", x.shape, x.dtype,
                              shape_hint="return x + the position rows: (B, L, D) + (L, D) -> (B, L, D)")
         same = x[:1].expand(B, length, D).clone()  # the same sequence in every batch row
-        repeated = _call(m, same)
+        repeated = call_answer(m, same)
         if isinstance(repeated, torch.Tensor) and repeated.shape == same.shape and not torch.allclose(
                 repeated, repeated[:1].expand_as(repeated)):
-            raise _known_bug(
+            raise known_bug(
                 "the same sequence in two batch rows got different outputs: the positions depend on the batch. The "
                 "position of x[b, t] is t alone: the positions run over the length (dim 1), not the batch "
                 "size, nor B * L numbers; one (L, D) block of rows is added to every sequence of the batch"
                 "[[: positions = torch.arange(x.size(1))]]"
             )
-        _diagnose(out, reference(x), _position_bugs(x, W), f"the output for L={length}",
+        diagnose(out, reference(x), _position_bugs(x, W), f"the output for L={length}",
                   "expected x plus the table's rows of its positions[[: x + self.table(torch.arange(x.size(1)))]]")
     _expect_too_long_refused(m, torch.randn(B, max_len + 1, D), max_len)
     x = torch.randn(B, L, D)
-    _expect_dropout(m, lambda: _module(cls, (max_len, D, 0.0), "cls(max_len, d_model, dropout)"), (x,),
-                    _call(m, x), "to x + the position rows")
+    expect_dropout(m, lambda: build_module(cls, (max_len, D, 0.0), "cls(max_len, d_model, dropout)"), (x,),
+                    call_answer(m, x), "to x + the position rows")
     return ("values against layers.LearnedPositionalEmbedding for L < max_len and L = max_len, the same rows for "
             "every sequence of a batch, an error beyond max_len, dropout in training only")

@@ -20,25 +20,25 @@ from typing import Any, Callable, NamedTuple, Sequence
 import torch
 from torch import nn
 
-from transformer_lessons.checks._frame import (
-    _ATOL,
-    _DROPOUT,
-    _MASK_NAN_HINT,
-    _RTOL,
+from transformer_lessons.checks.common import (
+    ATOL,
+    DROPOUT,
+    MASK_NAN_HINT,
+    RTOL,
     Bug,
     ExerciseError,
     Slip,
-    _call,
-    _call_eval,
-    _diagnose,
-    _exercise,
-    _expect_dropout,
-    _expect_tensor,
-    _expect_unchanged,
-    _module,
-    _shape,
-    _slip_bugs,
-    _submodule,
+    call_answer,
+    call_in_eval,
+    diagnose,
+    exercise,
+    expect_dropout,
+    expect_tensor,
+    expect_unchanged,
+    build_module,
+    shape_of,
+    slip_bugs,
+    expect_submodule,
 )
 from transformer_lessons.masks import causal_mask
 from transformer_lessons.model import DecoderLayer, EncoderLayer
@@ -58,7 +58,7 @@ def _residual_stack(x, steps, mode="post"):
 
 def _copy_layer(learner: nn.Module, name: str, description: str, target: nn.Module) -> None:
     """Load the learner's submodule `name` into the reference's `target` (same parameter names)."""
-    source = _submodule(learner, name, description)
+    source = expect_submodule(learner, name, description)
     try:
         target.load_state_dict(source.state_dict())
     except RuntimeError as error:
@@ -86,7 +86,7 @@ def _copy_norms(learner: nn.Module, targets: Sequence[nn.Module], D: int) -> Non
             )
         for param in ("weight", "bias"):
             p = getattr(norm, param, None)
-            if not isinstance(p, torch.Tensor) or _shape(p) != (D,):
+            if not isinstance(p, torch.Tensor) or shape_of(p) != (D,):
                 raise ExerciseError(f"`{name}` should be a LayerNorm(d_model) with a `{param}` of shape ({D},)")
         norm.weight.copy_(1 + 0.5 * torch.randn(D))  # distinct per norm, so a swapped or shared norm shows
         norm.bias.copy_(0.5 * torch.randn(D))
@@ -126,7 +126,7 @@ def _differs(a: Any, b: Any, *args: Any) -> bool:
     except Exception:  # noqa: BLE001 - the learner's module fails here: the layer's own call will say so
         return False
     return not (isinstance(got, torch.Tensor) and got.shape == args[0].shape and
-                torch.allclose(got, b(*args), atol=_ATOL, rtol=_RTOL))
+                torch.allclose(got, b(*args), atol=ATOL, rtol=RTOL))
 
 
 def _own_parts(learner: nn.Module, ref: nn.Module, x: torch.Tensor) -> list[Slip]:
@@ -189,7 +189,7 @@ def _encoder_layer_bugs(ref: EncoderLayer, x: torch.Tensor, mask: torch.Tensor |
     if mask is not None:
         slips.insert(0, Slip("src_mask is not passed to self-attention, so queries attend to padding"
                              "[[: self_attn(x, x, x, src_mask)]]", {"use_mask": False}))
-    return _slip_bugs(simulate, slips, own)
+    return slip_bugs(simulate, slips, own)
 
 
 def _self_attend(attention: Callable[..., torch.Tensor], mask: torch.Tensor | None, y: torch.Tensor) -> torch.Tensor:
@@ -202,7 +202,7 @@ _SHARED_NORM = "the same LayerNorm is used twice: norm1 after self-attention, no
 _SUBLAYER_DROPOUT = "to each sublayer's output before the residual addition: norm(x + dropout(sublayer(x)))"
 
 
-@_exercise(
+@exercise(
     "encoder_layer",
     "self-attention then feed-forward, each inside a residual connection followed by its LayerNorm",
     takes="class",
@@ -241,7 +241,7 @@ def check_encoder_layer(cls: Callable[..., nn.Module]) -> str:
             else), or two at once (pre-norm with their own LayerNorm).
     """
     D, H, d_ff, B, S = 8, 2, 16, 2, 5
-    m = _module(cls, (D, H, d_ff, _DROPOUT), "cls(d_model, n_heads, d_ff, dropout)")
+    m = build_module(cls, (D, H, d_ff, DROPOUT), "cls(d_model, n_heads, d_ff, dropout)")
     ref = EncoderLayer(D, H, d_ff, dropout=0.0).eval()
     _copy_layer(m, "self_attn", "a MultiHeadAttention(d_model, n_heads, dropout)", ref.self_attn)
     _copy_layer(m, "feed_forward", "a PositionwiseFeedForward(d_model, d_ff, dropout)", ref.feed_forward)
@@ -250,13 +250,13 @@ def check_encoder_layer(cls: Callable[..., nn.Module]) -> str:
     for mask in (None, _pad_mask([S, S - 2], S)):
         original = x.clone()
         args = (x,) if mask is None else (x, mask)
-        out = _call_eval(m, *args)
-        _expect_unchanged({"x": original}, {"x": x})
-        out = _expect_tensor(out, "the output", x.shape, x.dtype, nan_hint=_MASK_NAN_HINT,
+        out = call_in_eval(m, *args)
+        expect_unchanged({"x": original}, {"x": x})
+        out = expect_tensor(out, "the output", x.shape, x.dtype, nan_hint=MASK_NAN_HINT,
                              shape_hint="an encoder layer keeps the shape (B, S, d_model)")
         what = "the output" + (" with a padding mask" if mask is not None else "")
-        _diagnose(out, ref(x, mask), _encoder_layer_bugs(ref, x, mask, _own_parts(m, ref, x)), what)
-    _expect_dropout(m, lambda: _module(cls, (D, H, d_ff, 0.0), "cls(d_model, n_heads, d_ff, dropout)"), args, out,
+        diagnose(out, ref(x, mask), _encoder_layer_bugs(ref, x, mask, _own_parts(m, ref, x)), what)
+    expect_dropout(m, lambda: build_module(cls, (D, H, d_ff, 0.0), "cls(d_model, n_heads, d_ff, dropout)"), args, out,
                     _SUBLAYER_DROPOUT)
     return ("values against the package's EncoderLayer holding your weights, with and without a padding mask, "
             "dropout on in training only")
@@ -323,10 +323,10 @@ def _decoder_layer_bugs(ref: DecoderLayer, x: torch.Tensor, memory: torch.Tensor
         if order != (0, 1, 2):
             slips.append(Slip("the LayerNorms are mixed up: norm1 after self-attention, norm2 after cross-attention, "
                               "norm3 after the feed-forward", {"norms": order}))
-    return _slip_bugs(simulate, slips, own, among=False)
+    return slip_bugs(simulate, slips, own, among=False)
 
 
-@_exercise(
+@exercise(
     "decoder_layer",
     "masked self-attention, cross-attention over memory, feed-forward, each with a residual and a LayerNorm",
     takes="class",
@@ -367,7 +367,7 @@ def check_decoder_layer(cls: Callable[..., nn.Module]) -> str:
             also on top of the learner's own submodules when those differ.
     """
     D, H, d_ff, B, T = 8, 2, 16, 2, 5
-    m = _module(cls, (D, H, d_ff, _DROPOUT), "cls(d_model, n_heads, d_ff, dropout)")
+    m = build_module(cls, (D, H, d_ff, DROPOUT), "cls(d_model, n_heads, d_ff, dropout)")
     ref = DecoderLayer(D, H, d_ff, dropout=0.0).eval()
     _copy_layer(m, "self_attn", "a MultiHeadAttention(d_model, n_heads, dropout)", ref.self_attn)
     _copy_layer(m, "cross_attn", "a MultiHeadAttention(d_model, n_heads, dropout)", ref.cross_attn)
@@ -382,20 +382,20 @@ def check_decoder_layer(cls: Callable[..., nn.Module]) -> str:
         src_mask = _pad_mask([S - 1, S], S)  # (B, 1, 1, S)
         inputs = {"x": x, "memory": memory, "src_mask": src_mask, "tgt_mask": tgt_mask}
         originals = {name: t.clone() for name, t in inputs.items()}
-        out = _call_eval(m, x, memory, src_mask, tgt_mask)
-        _expect_unchanged(originals, inputs)
-        out = _expect_tensor(out, "the output", x.shape, x.dtype, nan_hint=_MASK_NAN_HINT,
+        out = call_in_eval(m, x, memory, src_mask, tgt_mask)
+        expect_unchanged(originals, inputs)
+        out = expect_tensor(out, "the output", x.shape, x.dtype, nan_hint=MASK_NAN_HINT,
                              shape_hint="one vector per TARGET position: (B, T, d_model)")
         bugs = _decoder_layer_bugs(ref, x, memory, src_mask, tgt_mask, _own_parts(m, ref, x))
         try:
-            _diagnose(out, ref(x, memory, src_mask, tgt_mask), bugs, f"the output (memory length {S})")
+            diagnose(out, ref(x, memory, src_mask, tgt_mask), bugs, f"the output (memory length {S})")
         except ExerciseError as error:
             if not error.known_bug and _leaks_future(m, x, memory, src_mask, tgt_mask, out):
                 raise ExerciseError(_CAUSAL_HINT) from None
             raise
         if S == T and _leaks_future(m, x, memory, src_mask, tgt_mask, out):
             raise ExerciseError(_CAUSAL_HINT)
-    _expect_dropout(m, lambda: _module(cls, (D, H, d_ff, 0.0), "cls(d_model, n_heads, d_ff, dropout)"),
+    expect_dropout(m, lambda: build_module(cls, (D, H, d_ff, 0.0), "cls(d_model, n_heads, d_ff, dropout)"),
                     (x, memory, src_mask, tgt_mask), out, _SUBLAYER_DROPOUT)
     return ("values against the package's DecoderLayer holding your weights, masks, memory longer than the "
             "target, no peeking at later positions, dropout on in training only")
@@ -405,6 +405,6 @@ def _leaks_future(m, x, memory, src_mask, tgt_mask, out) -> bool:
     """Does changing the last target position change the outputs at earlier positions?"""
     changed = x.clone()
     changed[:, -1] = torch.randn_like(changed[:, -1])
-    again = _call(m, changed, memory, src_mask, tgt_mask)
-    return isinstance(again, torch.Tensor) and not torch.allclose(again[:, :-1], out[:, :-1], atol=_ATOL, rtol=_RTOL)
+    again = call_answer(m, changed, memory, src_mask, tgt_mask)
+    return isinstance(again, torch.Tensor) and not torch.allclose(again[:, :-1], out[:, :-1], atol=ATOL, rtol=RTOL)
 

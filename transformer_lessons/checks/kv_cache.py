@@ -17,17 +17,17 @@ from typing import Any, Callable
 
 import torch
 
-from transformer_lessons.checks._frame import (
+from transformer_lessons.checks.common import (
     Bug,
     ExerciseError,
-    _call,
-    _close,
-    _diagnose,
-    _exercise,
-    _expect_tensor,
-    _expect_unchanged,
-    _known_bug,
-    _shape,
+    call_answer,
+    all_close,
+    diagnose,
+    exercise,
+    expect_tensor,
+    expect_unchanged,
+    known_bug,
+    shape_of,
 )
 from transformer_lessons.config import ModelConfig
 from transformer_lessons.kv_cache import KVCache
@@ -35,7 +35,7 @@ from transformer_lessons.masks import causal_mask
 from transformer_lessons.model import Transformer
 
 _AXES = {0: "dim 0, the batch (B)", 1: "dim 1, the heads (H)", 2: "dim 2, the time axis (t)", 3: "dim 3, the head width (Dh)"}
-# The exact fix, kept back for hint() ([[...]], see _frame.split_fix).
+# The exact fix, kept back for hint() ([[...]], see common.split_fix).
 _FIX_APPEND = "[[: torch.cat([cache_k, new_k], dim=2) and torch.cat([cache_v, new_v], dim=2)]]"
 
 
@@ -44,7 +44,7 @@ def _pair(got: Any, what: str) -> tuple[Any, Any]:
     if got is None:
         raise ExerciseError("your function returned None: did you forget a `return`?")
     if isinstance(got, torch.Tensor):
-        raise _known_bug(f"your function returned one tensor: return two, the {what} keys and the {what} values, "
+        raise known_bug(f"your function returned one tensor: return two, the {what} keys and the {what} values, "
                          "as a tuple (k, v)")
     if not isinstance(got, (tuple, list)) or len(got) != 2:
         raise ExerciseError(f"return a tuple of two tensors (k, v), got {type(got).__name__}")
@@ -78,23 +78,23 @@ def _append_shape_bug(got: torch.Tensor, which: str, cache: torch.Tensor, new: t
     """A known bug the shape of ``got`` (the new keys or values) gives away, or None."""
     B, H, t, Dh = cache.shape
     T = new.size(2)
-    shape = _shape(got)
+    shape = shape_of(got)
     if got.dim() == 5:
-        return _known_bug(f"your {which} have 5 dimensions, {shape}: torch.stack puts the tensors side by side on a "
+        return known_bug(f"your {which} have 5 dimensions, {shape}: torch.stack puts the tensors side by side on a "
                           f"NEW axis; torch.cat joins them along an existing one, the time axis{_FIX_APPEND}")
     if t == T:  # joining along any axis runs: the result's shape names the axis
         for dim, name in _AXES.items():
             joined = list(cache.shape)
             joined[dim] *= 2  # both tensors have the same size there
             if dim != 2 and shape == tuple(joined):
-                return _known_bug(f"your {which} were joined along {name}: {shape} instead of {(B, H, t + T, Dh)}. "
+                return known_bug(f"your {which} were joined along {name}: {shape} instead of {(B, H, t + T, Dh)}. "
                                   f"(B, H, t, Dh) grows along dim 2, the positions{_FIX_APPEND}")
     if t > 0 and shape == (B, H, T, Dh) and torch.equal(got, new):
         fix = "forgot the value cache?" if which == "values" else "overwrote the cache?"
-        return _known_bug(f"your {which} hold only the new position(s), {shape}: the earlier positions are gone "
+        return known_bug(f"your {which} hold only the new position(s), {shape}: the earlier positions are gone "
                           f"(you {fix}). The cache must grow by T positions per step{_FIX_APPEND}")
     if shape == (B, H, t, Dh) and torch.equal(got, cache):
-        return _known_bug(f"your {which} are the old cache, unchanged, {shape}: the new position was never added "
+        return known_bug(f"your {which} are the old cache, unchanged, {shape}: the new position was never added "
                           f"(the {which[:-1]} cache must grow too). {_FIX_APPEND}")
     return None
 
@@ -121,7 +121,7 @@ def _learner_cache(fn: Callable[..., Any]) -> type[KVCache]:
 
     class LearnerCache(KVCache):
         def append(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            keys, values = _pair(_call(fn, self.self_k[layer], self.self_v[layer], k, v), "grown")
+            keys, values = _pair(call_answer(fn, self.self_k[layer], self.self_v[layer], k, v), "grown")
             self.self_k[layer], self.self_v[layer] = keys, values
             return keys, values
 
@@ -141,13 +141,13 @@ def _decode_with(fn: Callable[..., Any], steps: int = 8) -> None:
     for step in range(steps):
         cached = model.decode_step(cache, None, ys[:, -1:])  # (B, V)
         recomputed = model.decode(memory, None, ys, causal_mask(ys.size(1)))[:, -1]  # (B, V)
-        if not _close(cached, recomputed):
+        if not all_close(cached, recomputed):
             raise ExerciseError(f"used inside a real decoder, your function gives other logits than recomputing the "
                                 f"whole prefix, at step {step + 1}{_FIX_APPEND}")
         ys = torch.cat([ys, recomputed.argmax(-1, keepdim=True)], dim=1)  # (B, t + 1)
 
 
-@_exercise("append_kv", "return (k, v): each cache with the new position(s) after the cached ones, on the time "
+@exercise("append_kv", "return (k, v): each cache with the new position(s) after the cached ones, on the time "
            "axis of (B, H, t, Dh)")
 def check_append_kv(fn: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> str:
     """Check one step's update of a self-attention key/value cache.
@@ -185,15 +185,15 @@ def check_append_kv(fn: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> str
         nk, nv = torch.randn(B, H, T, Dh, generator=g), torch.randn(B, H, T, Dh, generator=g)
         originals = {"cache_k": ck, "cache_v": cv, "new_k": nk, "new_v": nv}
         inputs = {name: x.clone() for name, x in originals.items()}
-        got = _pair(_call(fn, *inputs.values(), hint="cache_k, cache_v (B, H, t, Dh); new_k, new_v (B, H, T, Dh): they "
+        got = _pair(call_answer(fn, *inputs.values(), hint="cache_k, cache_v (B, H, t, Dh); new_k, new_v (B, H, T, Dh): they "
                           "differ only in dim 2, the time axis, so join them there"), "grown")
-        _expect_unchanged(originals, inputs)
+        expect_unchanged(originals, inputs)
         for value, which, cache, new in ((got[0], "keys", ck, nk), (got[1], "values", cv, nv)):
             if isinstance(value, torch.Tensor) and (bug := _append_shape_bug(value, which, cache, new)):
                 raise bug
-            _expect_tensor(value, f"the grown {which} ({description})", shape=(B, H, t + T, Dh), dtype=ck.dtype,
+            expect_tensor(value, f"the grown {which} ({description})", shape=(B, H, t + T, Dh), dtype=ck.dtype,
                            shape_hint="They should hold the t cached positions and the T new ones: (B, H, t + T, Dh)")
-        _diagnose(tuple(got), (_appended(ck, nk), _appended(cv, nv)), _append_bugs(ck, cv, nk, nv),
+        diagnose(tuple(got), (_appended(ck, nk), _appended(cv, nv)), _append_bugs(ck, cv, nk, nv),
                   f"(k, v) for {description}", f"Expected the cached positions first, then the new ones{_FIX_APPEND}")
     _decode_with(fn)
     return "four caches (empty, one, five positions; two new at once) and 8 steps of a real decoder against recomputing"
@@ -217,15 +217,15 @@ def _reorder_cases() -> list[tuple[str, tuple[int, int, int, int], list[int]]]:
 
 
 def _reorder_shape_bug(got: torch.Tensor, which: str, cache: torch.Tensor, parent: torch.Tensor) -> ExerciseError | None:
-    shape = _shape(got)
-    if shape == _shape(cache) and torch.equal(got, cache) and len(parent) != cache.size(0):
-        return _known_bug(f"your {which} are the cache as it was, {shape}: they were not reordered, so each row still "
+    shape = shape_of(got)
+    if shape == shape_of(cache) and torch.equal(got, cache) and len(parent) != cache.size(0):
+        return known_bug(f"your {which} are the cache as it was, {shape}: they were not reordered, so each row still "
                           f"holds the prefix it held before this step. Keep rows parent, in that order[[: cache_k.index_select(0, parent)]]")
     for dim, name in _AXES.items():
         indexed = list(cache.shape)
         indexed[dim] = len(parent)
-        if dim != 0 and shape == tuple(indexed) and shape != _shape(cache):
-            return _known_bug(f"your {which} were indexed along {name}: {shape}. The beams are the rows, dim 0 of "
+        if dim != 0 and shape == tuple(indexed) and shape != shape_of(cache):
+            return known_bug(f"your {which} were indexed along {name}: {shape}. The beams are the rows, dim 0 of "
                               "(N, H, t, Dh)[[: cache_k.index_select(0, parent), or cache_k[parent]]]")
     return None
 
@@ -249,7 +249,7 @@ def _reorder_bugs(ck: torch.Tensor, cv: torch.Tensor, parent: torch.Tensor) -> l
     ]
 
 
-@_exercise("reorder_kv", "return (k, v): row i of each new cache is row parent[i] of the old one")
+@exercise("reorder_kv", "return (k, v): row i of each new cache is row parent[i] of the old one")
 def check_reorder_kv(fn: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> str:
     """Check reordering a key/value cache to follow the beams that beam search keeps.
 
@@ -283,15 +283,15 @@ def check_reorder_kv(fn: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> st
         ck, cv, parent = torch.randn(N, H, t, Dh, generator=g), torch.randn(N, H, t, Dh, generator=g), torch.tensor(rows)
         originals = {"cache_k": ck, "cache_v": cv, "parent": parent}
         inputs = {name: x.clone() for name, x in originals.items()}
-        got = _pair(_call(fn, *inputs.values(), hint="cache_k, cache_v (N, H, t, Dh), parent (N',): keep rows parent"
+        got = _pair(call_answer(fn, *inputs.values(), hint="cache_k, cache_v (N, H, t, Dh), parent (N',): keep rows parent"
                           "[[: cache_k.index_select(0, parent)]]"), "reordered")
-        _expect_unchanged(originals, inputs)
+        expect_unchanged(originals, inputs)
         for value, which, cache in ((got[0], "keys", ck), (got[1], "values", cv)):
             if isinstance(value, torch.Tensor) and (bug := _reorder_shape_bug(value, which, cache, parent)):
                 raise bug
-            _expect_tensor(value, f"the reordered {which} ({description})", shape=(len(rows), H, t, Dh), dtype=ck.dtype,
+            expect_tensor(value, f"the reordered {which} ({description})", shape=(len(rows), H, t, Dh), dtype=ck.dtype,
                            shape_hint="One row per survivor: (N', H, t, Dh) with N' = len(parent)")
-        _diagnose(tuple(got), (_reordered(ck, parent), _reordered(cv, parent)), _reorder_bugs(ck, cv, parent),
+        diagnose(tuple(got), (_reordered(ck, parent), _reordered(cv, parent)), _reorder_bugs(ck, cv, parent),
                   f"(k, v) when {description}", "Expected rows parent of both caches"
                   "[[: cache_k.index_select(0, parent), cache_v.index_select(0, parent)]]")
     return "swapped beams, a beam kept twice, and finished beams leaving, against a row-by-row copy"

@@ -13,25 +13,25 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_lessons.checks._frame import (
-    _DROPOUT,
+from transformer_lessons.checks.common import (
+    DROPOUT,
     Bug,
     ExerciseError,
     Slip,
-    _call,
-    _call_eval,
-    _diagnose,
-    _exercise,
-    _expect_dropout,
-    _expect_tensor,
-    _expect_unchanged,
-    _known_bug,
-    _linear,
-    _module,
-    _own_default,
-    _own_number,
-    _shape,
-    _slip_bugs,
+    call_answer,
+    call_in_eval,
+    diagnose,
+    exercise,
+    expect_dropout,
+    expect_tensor,
+    expect_unchanged,
+    known_bug,
+    expect_linear,
+    build_module,
+    own_default,
+    own_number,
+    shape_of,
+    slip_bugs,
 )
 
 
@@ -101,14 +101,14 @@ def _layer_norm_bugs(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
                 "argument and use it" if differs else "the eps argument is ignored: store it and use it[[: self.eps = eps]]")
     if differs or own_eps is None:
         partners.append(Slip(hint, {"eps": wrong_eps}))
-    return _slip_bugs(simulate, slips, partners)
+    return slip_bugs(simulate, slips, partners)
 
 
 def _renamed_parameters(m: nn.Module, D: int) -> ExerciseError | None:
     """A known bug when the learner's gain and shift are two (D,) parameters under other names (a_2, b_2; alpha, bias)."""
-    own = [name for name, p in m.named_parameters(recurse=False) if _shape(p) == (D,)]
+    own = [name for name, p in m.named_parameters(recurse=False) if shape_of(p) == (D,)]
     if len(own) == 2 and set(own) != {"weight", "bias"}:
-        return _known_bug(
+        return known_bug(
             f"your two parameters of shape ({D},) are called `{own[0]}` and `{own[1]}`: this exercise, like "
             "nn.LayerNorm, calls the gain `weight` and the shift `bias`, the names the course's LayerNorm weights are "
             "saved and loaded under"
@@ -120,7 +120,7 @@ _LAYER_NORM_NAN = ("Is eps added INSIDE the square root, to the variance? Withou
                    "entries are all equal divides 0 by 0")
 
 
-@_exercise(
+@exercise(
     "layer_norm",
     "create the parameters weight and bias, and normalise each vector over its last axis",
     takes="class",
@@ -151,7 +151,7 @@ def check_layer_norm(cls: Callable[..., nn.Module]) -> str:
             and its default eps 1e-6).
     """
     D = 8
-    m = _module(cls, (D,), "cls(d_model, eps=1e-5)")
+    m = build_module(cls, (D,), "cls(d_model, eps=1e-5)")
     if not isinstance(getattr(m, "weight", None), nn.Parameter) and (renamed := _renamed_parameters(m, D)):
         raise renamed
     for name, start in (("weight", torch.ones(D)), ("bias", torch.zeros(D))):
@@ -161,8 +161,8 @@ def check_layer_norm(cls: Callable[..., nn.Module]) -> str:
                 f"`{name}` should be an nn.Parameter of shape ({D},) so the optimiser trains it; "
                 f"got {type(p).__name__ if p is not None else 'nothing'}"
             )
-        if _shape(p) != (D,):
-            raise ExerciseError(f"`{name}` should have shape (d_model,) = ({D},), got {_shape(p)}")
+        if shape_of(p) != (D,):
+            raise ExerciseError(f"`{name}` should have shape (d_model,) = ({D},), got {shape_of(p)}")
         if not torch.equal(p.detach(), start):
             start_name = "torch.ones(d_model)" if name == "weight" else "torch.zeros(d_model)"
             raise ExerciseError(f"`{name}` should start as {start_name}, as nn.LayerNorm's does")
@@ -176,22 +176,22 @@ def check_layer_norm(cls: Callable[..., nn.Module]) -> str:
     for eps in (1e-5, 1e-2):
         layer = m if eps == 1e-5 else _make_layer_norm(cls, D, eps, weight, bias)
         original = x.clone()
-        out = _expect_tensor(_call(layer, x), "the output", x.shape, x.dtype, nan_hint=_LAYER_NORM_NAN)
-        _expect_unchanged({"x": original}, {"x": x})
+        out = expect_tensor(call_answer(layer, x), "the output", x.shape, x.dtype, nan_hint=_LAYER_NORM_NAN)
+        expect_unchanged({"x": original}, {"x": x})
         reference = nn.LayerNorm(D, eps=eps)
         reference.weight.copy_(weight)
         reference.bias.copy_(bias)
         # The learner's own epsilon: what their module holds, else their constructor's default.
-        own_eps = _own_number(layer, _EPS_NAMES)
+        own_eps = own_number(layer, _EPS_NAMES)
         if own_eps is None and eps == 1e-5:
-            own_eps = _own_default(cls, "eps")
-        _diagnose(out, reference(x), _layer_norm_bugs(x, weight, bias, eps, own_eps, default=eps == 1e-5),
+            own_eps = own_default(cls, "eps")
+        diagnose(out, reference(x), _layer_norm_bugs(x, weight, bias, eps, own_eps, default=eps == 1e-5),
                   f"the output (eps={eps})", "compare with nn.LayerNorm(d_model)")
     return "parameters, values against nn.LayerNorm with non-trivial weight and bias, eps, inputs unchanged"
 
 
 def _make_layer_norm(cls, D, eps, weight, bias) -> nn.Module:
-    m = _module(lambda *args: cls(*args, eps=eps), (D,), "cls(d_model, eps=1e-5)")
+    m = build_module(lambda *args: cls(*args, eps=eps), (D,), "cls(d_model, eps=1e-5)")
     m.weight.copy_(weight)
     m.bias.copy_(bias)
     return m
@@ -211,7 +211,7 @@ _FFN_NO_BIAS = ("the biases are missing: FFN(x) = max(0, xW1 + b1)W2 + b2 (paper
                 "or pass their biases too[[: self.w_2(relu(self.w_1(x))), or F.linear(x, w.weight, w.bias)]]")
 
 
-@_exercise("feed_forward", "Linear w_1 (d_model -> d_ff), ReLU, Linear w_2 (d_ff -> d_model)", takes="class")
+@exercise("feed_forward", "Linear w_1 (d_model -> d_ff), ReLU, Linear w_2 (d_ff -> d_model)", takes="class")
 def check_feed_forward(cls: Callable[..., nn.Module]) -> str:
     """Check the position-wise feed-forward network (paper §3.3, Eq. 2).
 
@@ -238,14 +238,14 @@ def check_feed_forward(cls: Callable[..., nn.Module]) -> str:
             biases, dropout left on in eval mode or never applied).
     """
     D, d_ff = 6, 10
-    m = _module(cls, (D, d_ff, _DROPOUT), "cls(d_model, d_ff, dropout)")
-    _linear(m, "w_1", D, d_ff, "your feed-forward module", bias=True)
-    _linear(m, "w_2", d_ff, D, "your feed-forward module", bias=True)
+    m = build_module(cls, (D, d_ff, DROPOUT), "cls(d_model, d_ff, dropout)")
+    expect_linear(m, "w_1", D, d_ff, "your feed-forward module", bias=True)
+    expect_linear(m, "w_2", d_ff, D, "your feed-forward module", bias=True)
     x = torch.randn(2, 3, D)
     original = x.clone()
-    out = _expect_tensor(_call_eval(m, x), "the output", x.shape, x.dtype,
+    out = expect_tensor(call_in_eval(m, x), "the output", x.shape, x.dtype,
                          shape_hint="FFN maps (B, L, d_model) to (B, L, d_model)")
-    _expect_unchanged({"x": original}, {"x": x})
+    expect_unchanged({"x": original}, {"x": x})
     bugs = [
         ("the ReLU is missing: without it the two Linear layers collapse into one linear map"
          "[[: w_2(relu(w_1(x)))]]", lambda: _ffn(m, x, relu_at=())),
@@ -263,8 +263,8 @@ def check_feed_forward(cls: Callable[..., nn.Module]) -> str:
         (_FFN_NO_BIAS + " (b1 is missing)", lambda: _ffn(m, x, biases=(False, True))),
         (_FFN_NO_BIAS + " (b2 is missing)", lambda: _ffn(m, x, biases=(True, False))),
     ]
-    _diagnose(out, _ffn(m, x), bugs, "the output")
-    _expect_dropout(m, lambda: _module(cls, (D, d_ff, 0.0), "cls(d_model, d_ff, dropout)"), (x,), out,
+    diagnose(out, _ffn(m, x), bugs, "the output")
+    expect_dropout(m, lambda: build_module(cls, (D, d_ff, 0.0), "cls(d_model, d_ff, dropout)"), (x,), out,
                     "to the hidden activations, between the ReLU and w_2")
     return "w_1, w_2 shapes and biases, values of Eq. 2, inputs unchanged, dropout on in training only"
 

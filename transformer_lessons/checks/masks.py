@@ -14,21 +14,21 @@ from typing import Callable
 
 import torch
 
-from transformer_lessons.checks._frame import (
+from transformer_lessons.checks.common import (
     Bug,
     ExerciseError,
-    _call,
-    _diagnose,
-    _exercise,
-    _expect_tensor,
-    _expect_unchanged,
-    _known_bug,
-    _shape,
-    _two_things,
+    call_answer,
+    diagnose,
+    exercise,
+    expect_tensor,
+    expect_unchanged,
+    known_bug,
+    shape_of,
+    two_things,
 )
 
 
-@_exercise("causal_mask", "return a (size, size) bool tensor, True on and below the diagonal")
+@exercise("causal_mask", "return a (size, size) bool tensor, True on and below the diagonal")
 def check_causal_mask(fn: Callable[[int], torch.Tensor]) -> str:
     """Check a causal ("subsequent") mask (paper §3.2.3).
 
@@ -48,15 +48,15 @@ def check_causal_mask(fn: Callable[[int], torch.Tensor]) -> str:
             inverted, float instead of bool, a leading axis of 1, ...).
     """
     for size in (5, 1, 8):
-        mask = _expect_tensor(_call(fn, size), f"causal_mask({size})", finite=False)
-        if _shape(mask) == (1, size, size):
-            raise _known_bug(
+        mask = expect_tensor(call_answer(fn, size), f"causal_mask({size})", finite=False)
+        if shape_of(mask) == (1, size, size):
+            raise known_bug(
                 f"shape (1, {size}, {size}): a leading axis of 1 that nobody asked for. Return the ({size}, {size}) "
                 "table itself: where the mask meets the scores (B, H, T, T), broadcasting supplies the batch and "
                 "head axes, and other masks combine with a 2-D causal mask the same way"
             )
-        if _shape(mask) != (size, size):
-            raise ExerciseError(f"causal_mask({size}) should have shape ({size}, {size}), got {_shape(mask)}")
+        if shape_of(mask) != (size, size):
+            raise ExerciseError(f"causal_mask({size}) should have shape ({size}, {size}), got {shape_of(mask)}")
         ones = torch.ones(size, size, dtype=torch.bool)
         expected = torch.tril(ones)
         if mask.dtype != torch.bool:
@@ -81,7 +81,7 @@ def check_causal_mask(fn: Callable[[int], torch.Tensor]) -> str:
              "diagonal, the lower triangle[[: tril()]]", lambda: torch.triu(ones)),
             ("every position may attend everywhere: keep only the lower triangle, diagonal included[[: .tril()]]", lambda: ones),
         ]
-        _diagnose(mask, expected, bugs, f"causal_mask({size})")
+        diagnose(mask, expected, bugs, f"causal_mask({size})")
     return "shape, bool dtype, lower triangle with the diagonal, sizes 1, 5, 8"
 
 
@@ -111,7 +111,7 @@ def _hard_coded_pad_bugs(tokens: torch.Tensor, pad_id: int, full: Callable[[torc
 _PADDING_INVERTED = "the mask is inverted: True must mean 'may attend', i.e. a real token: use tokens != pad_id, not =="
 
 
-@_exercise("padding_mask", "return a bool tensor (B, 1, 1, S), True where the token is not pad_id")
+@exercise("padding_mask", "return a bool tensor (B, 1, 1, S), True where the token is not pad_id")
 def check_padding_mask(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> str:
     """Check a padding mask that hides padding keys from every query.
 
@@ -144,22 +144,22 @@ def _check_padding_case(fn: Callable[[torch.Tensor, int], torch.Tensor], tokens:
     B, S = tokens.shape
     H, T = 2, 5  # scores (B, H, T, S) with every size different, so wrong broadcasts show
     original = tokens.clone()
-    mask = _expect_tensor(_call(fn, tokens, pad_id), "padding_mask(tokens, pad_id)")
-    _expect_unchanged({"tokens": original}, {"tokens": tokens})
-    if _shape(mask) == (B, S):
+    mask = expect_tensor(call_answer(fn, tokens, pad_id), "padding_mask(tokens, pad_id)")
+    expect_unchanged({"tokens": original}, {"tokens": tokens})
+    if shape_of(mask) == (B, S):
         raise ExerciseError(
             f"shape (B, S) = {(B, S)} does not broadcast over the scores (B, H, T, S): PyTorch lines up trailing "
             "axes, so the batch axis would meet the queries. Add two singleton axes, for the heads and the queries: (B, 1, 1, S)[[: mask[:, None, None, :]]]"
         )
-    if _shape(mask) == (B, 1, S):
-        raise _known_bug(
+    if shape_of(mask) == (B, 1, S):
+        raise known_bug(
             f"shape (B, 1, S) = {(B, 1, S)}: one singleton axis short. Lined up from the right against the scores "
             "(B, H, T, S), the batch axis would meet the heads. Some attention code adds the heads axis itself (the "
             "Annotated Transformer's does); here the mask meets the scores as it is, so it needs both: (B, 1, 1, S)"
         )
-    if _shape(mask) == (B, 1, S, 1) or _shape(mask) == (B, S, 1):
+    if shape_of(mask) == (B, 1, S, 1) or shape_of(mask) == (B, S, 1):
         raise ExerciseError(
-            f"shape {_shape(mask)} masks queries (rows) instead of keys (columns): padding keys must be hidden "
+            f"shape {shape_of(mask)} masks queries (rows) instead of keys (columns): padding keys must be hidden "
             "from every query, so S goes last: (B, 1, 1, S)"
         )
     try:
@@ -167,7 +167,7 @@ def _check_padding_case(fn: Callable[[torch.Tensor, int], torch.Tensor], tokens:
     except RuntimeError:
         broadcast = None
     if broadcast != (B, H, T, S):
-        raise ExerciseError(f"the mask should have shape (B, 1, 1, S) = {(B, 1, 1, S)}, got {_shape(mask)}")
+        raise ExerciseError(f"the mask should have shape (B, 1, 1, S) = {(B, 1, 1, S)}, got {shape_of(mask)}")
 
     def full(m):
         return m[:, None, None, :].expand(B, H, T, S)
@@ -176,7 +176,7 @@ def _check_padding_case(fn: Callable[[torch.Tensor, int], torch.Tensor], tokens:
         dtype_hint = (f"the mask should be a bool tensor (True = may attend), got dtype {mask.dtype}: "
                       "a comparison like tokens != pad_id is already bool")
         if torch.equal((mask != 0).expand(B, H, T, S), full(tokens == pad_id)):
-            raise _known_bug(_two_things(dtype_hint, _PADDING_INVERTED + " (a 1 for padding is another convention: "
+            raise known_bug(two_things(dtype_hint, _PADDING_INVERTED + " (a 1 for padding is another convention: "
                                          "an additive mask's, where 1 times a large negative number is added)"))
         raise ExerciseError(dtype_hint)
 
@@ -184,10 +184,10 @@ def _check_padding_case(fn: Callable[[torch.Tensor, int], torch.Tensor], tokens:
         (_PADDING_INVERTED, lambda: full(tokens == pad_id)),
         *_hard_coded_pad_bugs(tokens, pad_id, full),
     ]
-    _diagnose(mask.expand(B, H, T, S), full(tokens != pad_id), bugs, f"the mask (pad_id = {pad_id})")
+    diagnose(mask.expand(B, H, T, S), full(tokens != pad_id), bugs, f"the mask (pad_id = {pad_id})")
 
 
-@_exercise(
+@exercise(
     "target_mask",
     "return a bool tensor (B, 1, T, T): True where the key is a real token AND is not in the future",
 )
@@ -220,21 +220,21 @@ def _check_target_case(fn: Callable[[torch.Tensor, int], torch.Tensor], tokens: 
     B, T = tokens.shape
     H = 2
     original = tokens.clone()
-    mask = _expect_tensor(_call(fn, tokens, pad_id), "target_mask(tokens, pad_id)", finite=False)
-    _expect_unchanged({"tokens": original}, {"tokens": tokens})
+    mask = expect_tensor(call_answer(fn, tokens, pad_id), "target_mask(tokens, pad_id)", finite=False)
+    expect_unchanged({"tokens": original}, {"tokens": tokens})
     try:
         broadcast = torch.broadcast_shapes(mask.shape, (B, H, T, T))
     except RuntimeError:
         broadcast = None
-    if broadcast != (B, H, T, T) and _shape(mask) == (B, T, T):
-        raise _known_bug(
+    if broadcast != (B, H, T, T) and shape_of(mask) == (B, T, T):
+        raise known_bug(
             f"shape (B, T, T) = {(B, T, T)}: the heads axis is missing. Lined up from the right against the scores "
             "(B, H, T, T), the batch axis would meet the heads. Some attention code adds it itself (the Annotated "
             "Transformer's does); here the mask meets the scores as it is: (B, 1, T, T)"
         )
     if broadcast != (B, H, T, T):
         raise ExerciseError(
-            f"the mask should broadcast to the scores (B, H, T, T) = {(B, H, T, T)}, got shape {_shape(mask)}: "
+            f"the mask should broadcast to the scores (B, H, T, T) = {(B, H, T, T)}, got shape {shape_of(mask)}: "
             "combine a (B, 1, 1, T) padding mask with a (T, T) causal mask and broadcasting gives (B, 1, T, T)"
         )
     dtype_hint = None
@@ -265,18 +265,18 @@ def _check_target_case(fn: Callable[[torch.Tensor, int], torch.Tensor], tokens: 
         *_hard_coded_pad_bugs(tokens, pad_id, lambda m: full(m[:, None, None, :] & causal)),
     ]
     if dtype_hint is None:
-        _diagnose(mask.expand(B, H, T, T), full(keys & causal), bugs, f"the mask (pad_id = {pad_id})")
+        diagnose(mask.expand(B, H, T, T), full(keys & causal), bugs, f"the mask (pad_id = {pad_id})")
         return
     if torch.equal(full(mask), full(keys & causal)):
         raise ExerciseError(f"{dtype_hint}: its non-zero entries are the right ones, so compare or combine bool "
                             "tensors and keep the result bool")
     for hint, simulate in bugs:
         if torch.equal(full(mask), simulate()):
-            raise _known_bug(_two_things(dtype_hint, hint))
+            raise known_bug(two_things(dtype_hint, hint))
     raise ExerciseError(dtype_hint)
 
 
-@_exercise(
+@exercise(
     "mask_inversion",
     "return the mask with True and False swapped (element-wise NOT of a bool tensor)",
 )
@@ -303,18 +303,18 @@ def check_mask_inversion(fn: Callable[[torch.Tensor], torch.Tensor]) -> str:
     positions = torch.arange(size)
     blocked = positions[None, :] > positions[:, None]  # (T, T): True = the future, which may not be seen
     original = blocked.clone()
-    answer = _expect_tensor(_call(fn, blocked), "to_course_mask(blocked)", finite=False)
+    answer = expect_tensor(call_answer(fn, blocked), "to_course_mask(blocked)", finite=False)
     if not torch.equal(blocked, original):
         raise ExerciseError(
             "your function changed its argument in place (e.g. logical_not_() or blocked[...] = ...): "
             "build and return a new tensor[[: return ~blocked]]"
         )
-    if _shape(answer) != (size, size):
-        raise ExerciseError(f"the answer should keep the mask's shape {(size, size)}, got {_shape(answer)}")
+    if shape_of(answer) != (size, size):
+        raise ExerciseError(f"the answer should keep the mask's shape {(size, size)}, got {shape_of(answer)}")
     expected = ~original
     if answer.dtype != torch.bool:
         if torch.equal(answer != 0, expected):
-            raise _known_bug(
+            raise known_bug(
                 f"the values are right but the dtype is {answer.dtype}: converting to numbers (blocked.int(), .float(), arithmetic) loses the bool dtype; "
                 "~blocked (or blocked.logical_not()) keeps a bool tensor"
             )
@@ -324,6 +324,6 @@ def check_mask_inversion(fn: Callable[[torch.Tensor], torch.Tensor]) -> str:
          lambda: original),
         ("every position may attend everywhere: only the blocked entries should become False", lambda: torch.ones_like(original)),
     ]
-    _diagnose(answer, expected, bugs, "the mask")
+    diagnose(answer, expected, bugs, "the mask")
     return "bool dtype, same shape, every entry swapped, argument left unchanged"
 

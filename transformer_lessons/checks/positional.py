@@ -13,15 +13,15 @@ from typing import Callable
 
 import torch
 
-from transformer_lessons.checks._frame import (
+from transformer_lessons.checks.common import (
     ExerciseError,
     Slip,
-    _call,
-    _diagnose,
-    _exercise,
-    _expect_tensor,
-    _shape,
-    _slip_bugs,
+    call_answer,
+    diagnose,
+    exercise,
+    expect_tensor,
+    shape_of,
+    slip_bugs,
 )
 
 
@@ -76,7 +76,7 @@ _OWN_FREQUENCY = ("the exponent should be 2i/d_model with i the pair index, so c
                   "frequency; you gave every column its own")
 
 
-@_exercise(
+@exercise(
     "positional_encoding",
     "return the (max_len, d_model) table of §3.5: sines in even columns, cosines in odd columns",
 )
@@ -100,23 +100,23 @@ def check_positional_encoding(fn: Callable[[int, int], torch.Tensor]) -> str:
             the exp of the log-space form forgotten), or two of them at once.
     """
     for max_len, d_model in ((50, 16), (7, 4)):
-        pe = _expect_tensor(_call(fn, max_len, d_model), f"the table for max_len={max_len}, d_model={d_model}")
-        if _shape(pe) == (1, max_len, d_model):
+        pe = expect_tensor(call_answer(fn, max_len, d_model), f"the table for max_len={max_len}, d_model={d_model}")
+        if shape_of(pe) == (1, max_len, d_model):
             raise ExerciseError(
-                f"shape {_shape(pe)}: return the 2-D table (max_len, d_model) = {(max_len, d_model)}; "
+                f"shape {shape_of(pe)}: return the 2-D table (max_len, d_model) = {(max_len, d_model)}; "
                 "the module adds the batch axis when it adds the table to the embeddings"
             )
-        if _shape(pe) != (max_len, d_model):
-            raise ExerciseError(f"the table should have shape (max_len, d_model) = {(max_len, d_model)}, got {_shape(pe)}")
+        if shape_of(pe) != (max_len, d_model):
+            raise ExerciseError(f"the table should have shape (max_len, d_model) = {(max_len, d_model)}, got {shape_of(pe)}")
         if pe.dtype != torch.float32:
             raise ExerciseError(
                 f"the table should be float32 (torch's default float), got {pe.dtype}: it is added to float32 "
                 "embeddings; build it from float32 positions[[: torch.arange(..., dtype=torch.float32)]]"
             )
-        bugs = _slip_bugs(functools.partial(_sinusoid, max_len, d_model), _SLIPS) + [
+        bugs = slip_bugs(functools.partial(_sinusoid, max_len, d_model), _SLIPS) + [
             (_OWN_FREQUENCY, functools.partial(_sinusoid_per_column, max_len, d_model)),
             (_OWN_FREQUENCY, functools.partial(_sinusoid_per_column, max_len, d_model, two=True)),
         ]
-        _diagnose(pe, _sinusoid(max_len, d_model), bugs, f"the table for max_len={max_len}, d_model={d_model}", atol=1e-4)
+        diagnose(pe, _sinusoid(max_len, d_model), bugs, f"the table for max_len={max_len}, d_model={d_model}", atol=1e-4)
     return "shape, dtype, values for two sizes against the formula of §3.5"
 

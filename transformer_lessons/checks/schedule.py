@@ -14,7 +14,7 @@ from typing import Callable
 
 import torch
 
-from transformer_lessons.checks._frame import _NO_RETURN, ExerciseError, Slip, _call, _exercise, _known_bug, _slip_pairs
+from transformer_lessons.checks.common import NO_RETURN, ExerciseError, Slip, call_answer, exercise, known_bug, slip_pairs
 from transformer_lessons.schedule import noam_rate
 
 
@@ -28,7 +28,7 @@ def _buggy_noam(step, d_model, warmup, factor=1.0, *, d_power=-0.5, step_power=-
     return factor * d_model**d_power * pick(step**step_power, step * warmup**warmup_power)
 
 
-@_exercise(
+@exercise(
     "noam_rate",
     "return the rate of §5.3, Eq. 3: linear warm-up for `warmup` steps, then decay as 1/sqrt(step)",
 )
@@ -57,11 +57,11 @@ def check_noam_rate(fn: Callable[..., float]) -> str:
     cases += [(step, 256, 100, 2.0) for step in (1, 50, 100, 1000)]
     got = []
     for step, d_model, warmup, factor in cases:
-        value = _call(fn, step, d_model, warmup) if factor == 1.0 else _call(fn, step, d_model, warmup, factor)
+        value = call_answer(fn, step, d_model, warmup) if factor == 1.0 else call_answer(fn, step, d_model, warmup, factor)
         if isinstance(value, torch.Tensor) and value.numel() == 1:
             value = value.item()
         if value is None:
-            raise ExerciseError(_NO_RETURN)
+            raise ExerciseError(NO_RETURN)
         if not isinstance(value, numbers.Real):
             raise ExerciseError(f"the rate should be a float, got {type(value).__name__}")
         got.append(float(value))
@@ -92,11 +92,11 @@ def check_noam_rate(fn: Callable[..., float]) -> str:
          "as it comes", dict(shift=1)),
     ]
     slips = [Slip(hint, knobs) for hint, knobs in bugs]
-    for hint, knobs in [*slips, *_slip_pairs(slips)]:  # each alone, then two at a time
+    for hint, knobs in [*slips, *slip_pairs(slips)]:  # each alone, then two at a time
         if matches([_buggy_noam(*case, **knobs) for case in cases]):
-            raise _known_bug(hint)
+            raise known_bug(hint)
     if matches([noam_rate(step, d_model, warmup) for step, d_model, warmup, _ in cases]):
-        raise _known_bug("the `factor` argument is ignored: multiply the rate by it")
+        raise known_bug("the `factor` argument is ignored: multiply the rate by it")
     index = next(i for i, (g, e) in enumerate(zip(got, expected)) if not math.isclose(g, e, rel_tol=1e-5))
     step, d_model, warmup, factor = cases[index]
     raise ExerciseError(

@@ -20,19 +20,19 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_lessons.checks._frame import (
-    _NO_RETURN,
+from transformer_lessons.checks.common import (
+    NO_RETURN,
     Bug,
     ExerciseError,
     Slip,
-    _call,
-    _close,
-    _diagnose,
-    _exercise,
-    _expect_tensor,
-    _expect_unchanged,
-    _known_bug,
-    _slip_bugs,
+    call_answer,
+    all_close,
+    diagnose,
+    exercise,
+    expect_tensor,
+    expect_unchanged,
+    known_bug,
+    slip_bugs,
 )
 from transformer_lessons.config import ModelConfig
 from transformer_lessons.data import Batch, make_batch
@@ -96,13 +96,13 @@ def _ls_cases() -> list[tuple[torch.Tensor, torch.Tensor, float]]:
 def _ls_call(fn: Callable, logits: torch.Tensor, target: torch.Tensor, eps: float) -> torch.Tensor:
     """The learner's loss on one case: a scalar float32 tensor, inputs left unchanged."""
     inputs = {"logits": logits.clone(), "target": target.clone()}
-    loss = _call(fn, inputs["logits"], inputs["target"], _LS_PAD, eps,
+    loss = call_answer(fn, inputs["logits"], inputs["target"], _LS_PAD, eps,
                  hint="logits (N, V), target (N,) of class ids, pad_id an int, eps a float")
-    _expect_unchanged({"logits": logits, "target": target}, inputs)
+    expect_unchanged({"logits": logits, "target": target}, inputs)
     if isinstance(loss, numbers.Real):
-        raise _known_bug(f"the loss is a Python {type(loss).__name__}: return a tensor, so that loss.backward() "
+        raise known_bug(f"the loss is a Python {type(loss).__name__}: return a tensor, so that loss.backward() "
                             "can follow it back to the logits (drop the .item())")
-    return _expect_tensor(loss, "the loss", shape=(), dtype=torch.float32, finite=False,
+    return expect_tensor(loss, "the loss", shape=(), dtype=torch.float32, finite=False,
                           shape_hint="Return one number, the mean over the non-pad positions: did you forget the "
                                      "reduction, or keep a dimension (keepdim=True)?")
 
@@ -132,7 +132,7 @@ def _ls_bugs(logits: torch.Tensor, target: torch.Tensor, eps: float) -> list[Bug
              "H(q), a constant. It has the same gradients and is a fine loss (the Annotated Transformer's), but this "
              "exercise asks for the course's loss, the cross-entropy -Σ q log p: drop the Σ q log q term", {"kl": True}),
     ]
-    return _slip_bugs(simulate, slips)
+    return slip_bugs(simulate, slips)
 
 
 def _ls_properties(fn: Callable, logits: torch.Tensor, target: torch.Tensor, eps: float, got: torch.Tensor) -> None:
@@ -140,16 +140,16 @@ def _ls_properties(fn: Callable, logits: torch.Tensor, target: torch.Tensor, eps
     pads = target == _LS_PAD
     moved = logits.clone()
     moved[pads] = 5 * torch.randn(int(pads.sum()), logits.size(-1), generator=torch.Generator().manual_seed(1))
-    if not _close(_ls_call(fn, moved, target, eps), got):
-        raise _known_bug("the loss changes when only the logits of positions whose target is pad_id change: those "
+    if not all_close(_ls_call(fn, moved, target, eps), got):
+        raise known_bug("the loss changes when only the logits of positions whose target is pad_id change: those "
                          "positions are not ignored. Zero their loss (target != pad_id) and use the pad_id argument, "
                          "not a hard-coded id")
     extra = torch.cat([logits, torch.randn(3, logits.size(-1))]), torch.cat([target, torch.full((3,), _LS_PAD)])
-    if not _close(_ls_call(fn, *extra, eps), got):
-        raise _known_bug("appending padding positions changes the loss: divide by the number of non-pad targets, "
+    if not all_close(_ls_call(fn, *extra, eps), got):
+        raise known_bug("appending padding positions changes the loss: divide by the number of non-pad targets, "
                          "(target != pad_id).sum(), not by all positions")
-    if _close(_ls_call(fn, logits, target, 0.0), LabelSmoothingLoss(logits.size(-1), _LS_PAD, 0.0)(logits, target)):
-        raise _known_bug("with eps = 0 your loss is right (the cross-entropy), so the smoothing is off: the true class "
+    if all_close(_ls_call(fn, logits, target, 0.0), LabelSmoothingLoss(logits.size(-1), _LS_PAD, 0.0)(logits, target)):
+        raise known_bug("with eps = 0 your loss is right (the cross-entropy), so the smoothing is off: the true class "
                          "gets 1 - ε, <pad> 0, and each of the V - 2 other classes ε/(V - 2)")
 
 
@@ -160,17 +160,17 @@ def _ls_extreme(fn: Callable) -> None:
     target = torch.tensor([0, 5, _LS_PAD, 6])
     got = _ls_call(fn, logits, target, 0.1)
     if not torch.isfinite(got):
-        raise _known_bug(f"on confident logits (one 200 above the others) your loss is {got.item()}: log(softmax(x)) "
+        raise known_bug(f"on confident logits (one 200 above the others) your loss is {got.item()}: log(softmax(x)) "
                          "takes log 0 = -inf where the probabilities underflow. Use the log-softmax function, "
                          "which never forms the tiny probabilities[[: F.log_softmax(logits, dim=-1)]]")
     expected = LabelSmoothingLoss(_LS_V, _LS_PAD, 0.1)(logits, target)
-    if not _close(got, expected):
-        raise _known_bug(f"on confident logits (one 200 above the others) your loss is {got.item():.4g}, not "
+    if not all_close(got, expected):
+        raise known_bug(f"on confident logits (one 200 above the others) your loss is {got.item():.4g}, not "
                          f"{expected.item():.4g}: a log of the softmax with an added epsilon or a clamp changes the "
                          "values there. Use the log-softmax function[[: F.log_softmax(logits, dim=-1)]]")
 
 
-@_exercise(
+@exercise(
     "label_smoothing_loss",
     "return the mean over non-pad targets of -Σ_v q_v log p_v, with q = 1 - eps on the true class, 0 on pad_id "
     "and eps shared equally by the V - 2 other classes, log p from a stable log-softmax",
@@ -206,18 +206,18 @@ def check_label_smoothing_loss(fn: Callable[..., torch.Tensor]) -> str:
     for logits, target, eps in _ls_cases():
         got = _ls_call(fn, logits, target, eps)
         expected = LabelSmoothingLoss(_LS_V, _LS_PAD, eps)(logits, target)
-        if not _close(got, expected):
+        if not all_close(got, expected):
             for hint, simulate in _ls_bugs(logits, target, eps):
-                if _close(got, simulate()):
-                    raise _known_bug(hint)
+                if all_close(got, simulate()):
+                    raise known_bug(hint)
             _ls_properties(fn, logits, target, eps, got)
-            _diagnose(got, expected, [], "the loss", "loss = -Σ_v q_v log p_v per position, averaged over non-pad targets")
+            diagnose(got, expected, [], "the loss", "loss = -Σ_v q_v log p_v per position, averaged over non-pad targets")
     _ls_extreme(fn)
     logits, target, eps = _ls_cases()[0]
     with torch.enable_grad():
         logits = logits.clone().requires_grad_()
         if not _ls_call(fn, logits, target, eps).requires_grad:
-            raise _known_bug("the loss has no gradient back to the logits: a .item(), .detach(), numpy, or a new "
+            raise known_bug("the loss has no gradient back to the logits: a .item(), .detach(), numpy, or a new "
                              "torch.tensor(...) cut it off. Compute it from logits with torch operations")
     return "two batches with padding against loss.LabelSmoothingLoss, confident logits, the gradient"
 
@@ -268,12 +268,12 @@ class _Trainer:
 def _loss_value(value: Any) -> float:
     """The learner's returned loss as a float: a float, or a 0-dim tensor without a graph."""
     if value is None:
-        raise ExerciseError(_NO_RETURN)
+        raise ExerciseError(NO_RETURN)
     if isinstance(value, torch.Tensor):
         if value.numel() != 1:
             raise ExerciseError(f"return the loss, one number; got a tensor of shape {tuple(value.shape)}")
         if value.requires_grad:
-            raise _known_bug("you return the loss tensor with its graph: whoever keeps it (a list of losses) keeps every "
+            raise known_bug("you return the loss tensor with its graph: whoever keeps it (a list of losses) keeps every "
                              "activation of the step alive. Return a float[[: loss.item() (or loss.detach())]]")
         return float(value.item())
     if isinstance(value, numbers.Real):
@@ -297,23 +297,23 @@ def _ts_teacher_forcing(model: nn.Module, batch: Batch, criterion: nn.Module, se
         twin = copy.deepcopy(model).train()
         torch.manual_seed(seed)  # the dropout masks of the step
         if math.isclose(criterion(twin(batch.src, tgt, src_mask, tgt_mask), scored).item(), got, rel_tol=1e-4, abs_tol=1e-5):
-            raise _known_bug(hint)
+            raise known_bug(hint)
 
 
 def _ts_gradients(learner: _Trainer, reference: _Trainer, k: int) -> None:
     """The gradients at the k-th optimizer.step() (k from 1) must be the reference's."""
     got, want = learner.steps[-1][0], reference.steps[-1][0]
     if got is None or not bool(got.abs().sum() > 0):
-        raise _known_bug(f"at update {k} optimizer.step() found no gradients, so it changed nothing: it ran before "
+        raise known_bug(f"at update {k} optimizer.step() found no gradients, so it changed nothing: it ran before "
                          "loss.backward(), or optimizer.zero_grad() ran between them. The order is "
                          "optimizer.zero_grad(), loss.backward(), optimizer.step()")
-    if _close(got, want):
+    if all_close(got, want):
         return
-    if k > 1 and _close(got, want + reference.steps[-2][0]):
-        raise _known_bug(f"at update {k} the gradients are this batch's plus the previous one's: backward() adds to "
+    if k > 1 and all_close(got, want + reference.steps[-2][0]):
+        raise known_bug(f"at update {k} the gradients are this batch's plus the previous one's: backward() adds to "
                          ".grad. Call optimizer.zero_grad() in every step, before loss.backward()")
     if torch.cosine_similarity(got, want, dim=0) > 0.9999 and got.norm() < want.norm():
-        raise _known_bug("your gradients point the right way but were scaled down (clipped?): this step does no "
+        raise known_bug("your gradients point the right way but were scaled down (clipped?): this step does no "
                          "gradient clipping")
     raise ExerciseError(f"at update {k} the gradients differ from train.train_step's: compute the loss of the "
                         "teacher-forced forward pass, then loss.backward()")
@@ -324,19 +324,19 @@ def _ts_rates(learner: _Trainer, k: int) -> None:
     used, after = learner.steps[-1][1], learner.lr()
     rate = [noam_rate(i, _TS_CONFIG.d_model, _TS_WARMUP) for i in range(k + 3)]
     if math.isclose(used, rate[k + 1]):
-        raise _known_bug(f"update {k} used the rate of update {k + 1}: scheduler.step() ran before optimizer.step(). "
+        raise known_bug(f"update {k} used the rate of update {k + 1}: scheduler.step() ran before optimizer.step(). "
                          "Step the optimizer first, then the scheduler")
     if not math.isclose(used, rate[k]):
         raise ExerciseError(f"update {k} used the learning rate {used:.4g}, not noam_rate({k}) = {rate[k]:.4g}: "
                             "leave the rate to the scheduler")
     if math.isclose(after, rate[k]):
-        raise _known_bug("the learning rate never changes: call scheduler.step() after optimizer.step(), once per update")
+        raise known_bug("the learning rate never changes: call scheduler.step() after optimizer.step(), once per update")
     if not math.isclose(after, rate[k + 1]):
         raise ExerciseError(f"after update {k} the rate is {after:.4g}, not noam_rate({k + 1}) = {rate[k + 1]:.4g}: "
                             "call scheduler.step() exactly once per update")
 
 
-@_exercise(
+@exercise(
     "train_step",
     "switch the model to training mode, compute the teacher-forced loss (the decoder reads batch.tgt_in, the loss "
     "scores batch.tgt_out), then zero the gradients, backward, step the optimizer, then the scheduler; return the loss "
@@ -380,12 +380,12 @@ def check_train_step(fn: Callable[..., float]) -> str:
         before = copy.deepcopy(reference.model)
         torch.manual_seed(100 + k)
         with torch.enable_grad():
-            got = _loss_value(_call(fn, learner.model, batch, learner.criterion, learner.optimizer, learner.scheduler,
+            got = _loss_value(call_answer(fn, learner.model, batch, learner.criterion, learner.optimizer, learner.scheduler,
                                     hint="batch has .src, .tgt_in, .tgt_out, .src_mask, .tgt_mask"))
             torch.manual_seed(100 + k)
             want = train_step(reference.model, batch, reference.criterion, reference.optimizer, reference.scheduler).item()
         if not learner.model.training:
-            raise _known_bug("the model is in eval mode during your step, so dropout is off: call model.train() "
+            raise known_bug("the model is in eval mode during your step, so dropout is off: call model.train() "
                              "first (an evaluation may have left it in eval mode)")
         if not math.isclose(got, want, rel_tol=1e-4, abs_tol=1e-5):
             _ts_teacher_forcing(before, batch, reference.criterion, 100 + k, got)
@@ -395,7 +395,7 @@ def check_train_step(fn: Callable[..., float]) -> str:
                                 "batch.tgt_out)]]")
         calls = len(learner.steps) - (k - 1)
         if calls != 1:
-            raise _known_bug(f"optimizer.step() ran {calls} times in step {k}: call it once per step, on the optimizer "
+            raise known_bug(f"optimizer.step() ran {calls} times in step {k}: call it once per step, on the optimizer "
                              "passed in (not on a new one)")
         _ts_gradients(learner, reference, k)
         _ts_rates(learner, k)

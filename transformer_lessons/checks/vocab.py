@@ -12,7 +12,7 @@ import copy
 from collections import Counter
 from typing import Any, Callable
 
-from transformer_lessons.checks._frame import _NO_RETURN, ExerciseError, Slip, _call, _exercise, _known_bug, _slip_bugs
+from transformer_lessons.checks.common import NO_RETURN, ExerciseError, Slip, call_answer, exercise, known_bug, slip_bugs
 from transformer_lessons.data import Vocab
 from transformer_lessons.specials import BOS_ID, EOS_ID, PAD_ID, SPECIALS
 
@@ -81,7 +81,7 @@ def _vocab_bugs(token_lists, min_freq) -> list[tuple[str, Callable[[], list[str]
         Slip("only the last sentence is counted: create the Counter once, before the loop over sentences, and update it "
              "with every sentence", {"count": "last_sentence"}),
     ]
-    return _slip_bugs(simulate, slips)
+    return slip_bugs(simulate, slips)
 
 
 def _short_list(tokens: list[str], limit: int = 24) -> str:
@@ -91,7 +91,7 @@ def _short_list(tokens: list[str], limit: int = 24) -> str:
 def _expect_token_list(value: Any) -> list[str]:
     """Raise ExerciseError unless value is a list (or tuple) of strings; return it as a list."""
     if value is None:
-        raise ExerciseError(_NO_RETURN)
+        raise ExerciseError(NO_RETURN)
     if hasattr(value, "itos") and not isinstance(value, (list, tuple)):
         raise ExerciseError(f"return the list of tokens itself (the itos list), not a {type(value).__name__}")
     if isinstance(value, dict):
@@ -113,20 +113,20 @@ def _check_specials(itos: list[str]) -> None:
         return
     missing = [s for s in SPECIALS if s not in itos]
     if len(missing) == len(SPECIALS):
-        raise _known_bug(
+        raise known_bug(
             f"the special tokens are missing: the list must start with {order} ({ids}; the rest of the "
             f"course relies on pad_id = {PAD_ID}, bos_id = {BOS_ID} and eos_id = {EOS_ID})"
         )
     if missing:
-        raise _known_bug(f"special token(s) missing: {', '.join(missing)}; the list must start with {order}")
+        raise known_bug(f"special token(s) missing: {', '.join(missing)}; the list must start with {order}")
     if set(itos[: len(SPECIALS)]) == set(SPECIALS):
-        raise _known_bug(
+        raise known_bug(
             f"the special tokens are in the wrong order: {', '.join(itos[: len(SPECIALS)])}; they must be {order}, in that order"
         )
-    raise _known_bug(f"the special tokens must come FIRST, in the order {order} ({ids}), before every word")
+    raise known_bug(f"the special tokens must come FIRST, in the order {order} ({ids}), before every word")
 
 
-@_exercise(
+@exercise(
     "build_vocab",
     "count the tokens, keep those seen at least min_freq times, most frequent first (ties alphabetically), "
     "after the four specials <unk> <pad> <bos> <eos>",
@@ -155,7 +155,7 @@ def check_build_vocab(fn: Callable[[list[list[str]], int], list[str]]) -> str:
     token_lists = [sentence.split() for sentence in _VOCAB_SENTENCES]
     for min_freq in _VOCAB_CASES:
         inputs = copy.deepcopy(token_lists)
-        got = _expect_token_list(_call(fn, inputs, min_freq, hint="the function should accept (token_lists, min_freq)"))
+        got = _expect_token_list(call_answer(fn, inputs, min_freq, hint="the function should accept (token_lists, min_freq)"))
         if inputs != token_lists:
             raise ExerciseError(
                 "your code changed its input token_lists (a sentence list was modified in place): count without "
@@ -169,13 +169,13 @@ def check_build_vocab(fn: Callable[[list[list[str]], int], list[str]]) -> str:
             _check_specials(got)
             repeated = sorted({t for t in got if got.count(t) > 1})
             if repeated:
-                raise _known_bug(
+                raise known_bug(
                     f"the list has duplicates ({', '.join(repeated[:5])}): each token appears once. Count first "
                     "(collections.Counter), then list each kept token once"
                 )
             for hint, simulate in _vocab_bugs(token_lists, min_freq):
                 if got == simulate():
-                    raise _known_bug(hint)
+                    raise known_bug(hint)
             words, want = got[len(SPECIALS):], expected[len(SPECIALS):]
             counts = {t: sum(s.count(t) for s in token_lists) for t in {*words, *want}}
             extra = [t for t in words if t not in want]
@@ -194,7 +194,7 @@ def check_build_vocab(fn: Callable[[list[list[str]], int], list[str]]) -> str:
                     + ". Keep exactly the tokens seen at least min_freq times, case kept"
                 )
             if all(counts[a] >= counts[b] for a, b in zip(words, words[1:])):
-                raise _known_bug(f"tokens with the same count must be in alphabetical order, so the same data always "
+                raise known_bug(f"tokens with the same count must be in alphabetical order, so the same data always "
                                 f"gives the same ids: {_ORDER_KEY}")
             raise ExerciseError(f"the right tokens, in the wrong order: most frequent first, ties alphabetically: {_ORDER_KEY}")
         except ExerciseError as error:

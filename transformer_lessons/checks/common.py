@@ -1,13 +1,13 @@
-"""The frame every check shares: the error it raises, the decorator, calling learner code, comparing.
+"""What every check shares: the error it raises, the decorator, calling learner code, comparing.
 
-A check body is a plain function decorated with :func:`_exercise`. The body calls
-the learner's code through :func:`_call`, validates what came back with
-:func:`_expect_tensor`, and compares it with :func:`_diagnose`, which, when the
+A check body is a plain function decorated with :func:`exercise`. The body calls
+the learner's code through :func:`call_answer`, validates what came back with
+:func:`expect_tensor`, and compares it with :func:`diagnose`, which, when the
 answer is wrong, tries each known bug's simulation and names the first one the
 answer equals. The simulations are built from what the learner built where that
-matters (their own sub-modules, epsilon, dropout: :func:`_own_number`,
+matters (their own sub-modules, epsilon, dropout: :func:`own_number`,
 :func:`_own_dropouts`), and independent mistakes (:class:`Slip`) are also tried two
-at a time, so that an answer with two bugs is named as such (:func:`_slip_bugs`)
+at a time, so that an answer with two bugs is named as such (:func:`slip_bugs`)
 instead of only "differs". The decorator seeds, turns gradients off, prints the one-line
 verdict, and turns a stub's ``NotImplementedError`` into "not implemented yet".
 What the learner sees of all this (the red box, "still checking ...") lives in
@@ -73,7 +73,7 @@ class ExerciseError(AssertionError):
         return _feedback.render(str(self))
 
 
-def _known_bug(hint: str) -> ExerciseError:
+def known_bug(hint: str) -> ExerciseError:
     """An ExerciseError whose message names a mistake the check recognised (``known_bug`` set)."""
     error = ExerciseError(hint)
     error.known_bug = True
@@ -88,20 +88,20 @@ class _NotImplementedYet(Exception):
 Bug = tuple[str, Callable[[], Any]]
 
 # Float32 answers computed in a different order differ by ~1e-6; known bugs differ by far more.
-_ATOL = 1e-5
-_RTOL = 1e-4
+ATOL = 1e-5
+RTOL = 1e-4
 # Masked scores in the bug simulations: finite, so a simulated bug that masks a whole
 # row gives a uniform row (as a learner's -1e9 does) instead of NaN.
-_NEG = -1e9
+NEG = -1e9
 # What a check says when an answer is None: the function has no `return`.
-_NO_RETURN = "your function returned None: did you forget a `return`?"
+NO_RETURN = "your function returned None: did you forget a `return`?"
 # Where NaN comes from: in general, and where a softmax over masked scores is involved.
 _NAN_HINT = ("Look for a division by zero (or by a tiny number), a sqrt or log of a negative number or of zero, "
              "or values so large they overflow")
-_MASK_NAN_HINT = ("A softmax over a row whose scores are all -inf gives NaN: is a mask inverted (True must mean "
+MASK_NAN_HINT = ("A softmax over a row whose scores are all -inf gives NaN: is a mask inverted (True must mean "
                   "'may attend'), or an operation dividing by zero?")
 # The checks build modules with this much dropout, then require eval mode to switch it off.
-_DROPOUT = 0.5
+DROPOUT = 0.5
 _DROPOUT_IN_EVAL = (
     "in eval mode (module.eval()) two calls with the same input gave different outputs: dropout is still on. "
     "F.dropout(x, p) defaults to training=True, and an nn.Dropout created inside forward is always in training "
@@ -112,7 +112,7 @@ _DROPOUT_IN_EVAL = (
 )
 
 
-def _exercise(
+def exercise(
     name: str, todo: str, *, takes: str = "function", prepare: Callable[[], Any] | None = None
 ) -> Callable[[Callable[[Any], str]], Callable[[Any], None]]:
     """Wrap a check body: seeding, no_grad, the success line and the not-implemented line.
@@ -122,7 +122,7 @@ def _exercise(
     failure's message ends with the line saying how to ask for more help.
 
     The body returns a short description of what it checked, raises ExerciseError on a
-    wrong answer, and calls learner code through :func:`_call`. The check returns None
+    wrong answer, and calls learner code through :func:`call_answer`. The check returns None
     either way, so a notebook cell ending in ``check_x(x)`` echoes nothing after its line.
 
     Args:
@@ -176,11 +176,11 @@ def _expect_answer(answer: Any, name: str, takes: str) -> None:
     """The learner passed their function or class itself, not an instance or a result."""
     if takes == "class" and isinstance(answer, nn.Module):
         cls = type(answer).__name__
-        raise _known_bug(f"pass the class, not an instance: check_{name}({cls}), not check_{name}({cls}(...)); "
+        raise known_bug(f"pass the class, not an instance: check_{name}({cls}), not check_{name}({cls}(...)); "
                          "the check builds its own instances with the sizes it needs")
     if not callable(answer):
         thing = "class" if takes == "class" else "function"
-        raise _known_bug(f"pass your {thing} itself, not what it returns: check_{name}(your_{thing}), without "
+        raise known_bug(f"pass your {thing} itself, not what it returns: check_{name}(your_{thing}), without "
                          f"parentheses after its name (got a {type(answer).__name__})")
 
 
@@ -190,7 +190,7 @@ _TORCH_NOT_IMPLEMENTED = (
 )
 
 
-def _call(fn: Callable[..., Any], *args: Any, hint: str = "") -> Any:
+def call_answer(fn: Callable[..., Any], *args: Any, hint: str = "") -> Any:
     """Call learner code; their stub becomes _NotImplementedYet, any other error an ExerciseError.
 
     Only a ``raise NotImplementedError`` in the learner's own code is a stub; one that
@@ -204,25 +204,25 @@ def _call(fn: Callable[..., Any], *args: Any, hint: str = "") -> Any:
         if _feedback.is_missing_forward(error):
             raise ExerciseError("your class has no `forward` method: define forward(self, ...) inside the class "
                                 "(check its spelling and its indentation)") from error
-        raise ExerciseError(_raised(error, _TORCH_NOT_IMPLEMENTED)) from error
+        raise ExerciseError(describe_raised(error, _TORCH_NOT_IMPLEMENTED)) from error
     except ExerciseError:
         raise
     except Exception as error:  # noqa: BLE001 - any learner error is reported, chained
-        raise ExerciseError(_raised(error, hint)) from error
+        raise ExerciseError(describe_raised(error, hint)) from error
 
 
-def _raised(error: BaseException, hint: str) -> str:
+def describe_raised(error: BaseException, hint: str) -> str:
     """The message for an error in learner code: what it raised, on which line of theirs, and the hint."""
     message = f"your code raised {type(error).__name__}: {error}"
     where = _feedback.where_in_learner_code(error)
     return message + (f"\n{where}" if where else "") + (f"\n  hint: {hint}" if hint else "")
 
 
-def _shape(t: torch.Tensor | Sequence[int]) -> tuple[int, ...]:
+def shape_of(t: torch.Tensor | Sequence[int]) -> tuple[int, ...]:
     return tuple(t.shape) if isinstance(t, torch.Tensor) else tuple(t)
 
 
-def _expect_tensor(
+def expect_tensor(
     value: Any,
     what: str,
     shape: Sequence[int] | None = None,
@@ -234,7 +234,7 @@ def _expect_tensor(
     """Raise ExerciseError unless value is a tensor of the given shape and dtype (and, if finite, without NaN/inf).
 
     ``dtype`` is the dtype of the learner's float inputs: an output should keep it.
-    ``nan_hint`` says where NaN comes from in this exercise (:data:`_MASK_NAN_HINT`
+    ``nan_hint`` says where NaN comes from in this exercise (:data:`MASK_NAN_HINT`
     where a softmax and masks are involved); the default names the usual culprits.
     """
     if value is None:
@@ -243,8 +243,8 @@ def _expect_tensor(
         raise ExerciseError(f"{what} should be one tensor, got a tuple of two: return only the output")
     if not isinstance(value, torch.Tensor):
         raise ExerciseError(f"{what} should be a torch.Tensor, got {type(value).__name__}")
-    if shape is not None and _shape(value) != _shape(shape):
-        message = f"{what} has the wrong shape: expected {_shape(shape)}, got {_shape(value)}"
+    if shape is not None and shape_of(value) != shape_of(shape):
+        message = f"{what} has the wrong shape: expected {shape_of(shape)}, got {shape_of(value)}"
         raise ExerciseError(f"{message}. {shape_hint}" if shape_hint else message)
     if dtype is not None and value.dtype != dtype:
         message = f"{what} has the wrong dtype {value.dtype}: the inputs are {dtype} and it should keep their dtype"
@@ -262,15 +262,15 @@ def _expect_tensor(
     return value
 
 
-def _close(got: Any, expected: Any, atol: float = _ATOL) -> bool:
+def all_close(got: Any, expected: Any, atol: float = ATOL) -> bool:
     """allclose for tensors and tuples of tensors; False on any shape difference."""
     if isinstance(expected, tuple):
-        return isinstance(got, tuple) and len(got) == len(expected) and all(_close(g, e, atol) for g, e in zip(got, expected))
-    if not isinstance(got, torch.Tensor) or _shape(got) != _shape(expected):
+        return isinstance(got, tuple) and len(got) == len(expected) and all(all_close(g, e, atol) for g, e in zip(got, expected))
+    if not isinstance(got, torch.Tensor) or shape_of(got) != shape_of(expected):
         return False
     if expected.dtype == torch.bool or got.dtype == torch.bool:
         return got.dtype == expected.dtype and torch.equal(got, expected)
-    return torch.allclose(got.double(), expected.double(), atol=atol, rtol=_RTOL)
+    return torch.allclose(got.double(), expected.double(), atol=atol, rtol=RTOL)
 
 
 def _difference(got: torch.Tensor, expected: torch.Tensor) -> str:
@@ -282,24 +282,24 @@ def _difference(got: torch.Tensor, expected: torch.Tensor) -> str:
     )
 
 
-def _diagnose(got: Any, expected: Any, bugs: Sequence[Bug], what: str, advice: str = "", atol: float = _ATOL) -> None:
+def diagnose(got: Any, expected: Any, bugs: Sequence[Bug], what: str, advice: str = "", atol: float = ATOL) -> None:
     """Return if got matches expected; else raise naming the first known bug that got matches."""
-    if _close(got, expected, atol):
+    if all_close(got, expected, atol):
         return
     for hint, simulate in bugs:
         try:
             candidate = simulate()
         except Exception:  # noqa: BLE001 - a bug that cannot even run on these shapes is not the one
             continue
-        if _close(got, candidate, atol):
-            raise _known_bug(hint)
+        if all_close(got, candidate, atol):
+            raise known_bug(hint)
     if isinstance(expected, tuple):
-        got, expected = next((g, e) for g, e in zip(got, expected) if not _close(g, e, atol))
+        got, expected = next((g, e) for g, e in zip(got, expected) if not all_close(g, e, atol))
     message = f"{what} differs from the reference ({_difference(got, expected)})"
     raise ExerciseError(f"{message}. {advice}" if advice else message)
 
 
-def _expect_unchanged(originals: dict[str, torch.Tensor], inputs: dict[str, torch.Tensor]) -> None:
+def expect_unchanged(originals: dict[str, torch.Tensor], inputs: dict[str, torch.Tensor]) -> None:
     for name, original in originals.items():
         if not torch.equal(original, inputs[name]):
             raise ExerciseError(
@@ -308,64 +308,64 @@ def _expect_unchanged(originals: dict[str, torch.Tensor], inputs: dict[str, torc
             )
 
 
-def _module(cls: Callable[..., Any], args: tuple, signature: str) -> nn.Module:
-    module = _call(cls, *args, hint=f"the constructor should accept {signature}")
+def build_module(cls: Callable[..., Any], args: tuple, signature: str) -> nn.Module:
+    module = call_answer(cls, *args, hint=f"the constructor should accept {signature}")
     if not isinstance(module, nn.Module):
         raise ExerciseError(f"{signature} should build an nn.Module (subclass nn.Module), got {type(module).__name__}")
-    return module.eval()  # built with dropout on (_DROPOUT): eval mode must switch it off, so answers compare
+    return module.eval()  # built with dropout on (DROPOUT): eval mode must switch it off, so answers compare
 
 
-def _call_eval(module: nn.Module, *args: Any, hint: str = "") -> Any:
+def call_in_eval(module: nn.Module, *args: Any, hint: str = "") -> Any:
     """Call the learner's module (in eval mode) twice on the same inputs: the answer must not change.
 
     A module whose dropout stays on in eval mode gives a different answer each call:
     that is named here, before the comparison with the reference would only say "differs".
     """
     copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]  # in case the first call edits them
-    first = _call(module, *args, hint=hint)
+    first = call_answer(module, *args, hint=hint)
     if isinstance(first, torch.Tensor) and first.is_floating_point():
-        second = _call(module, *copies, hint=hint)
+        second = call_answer(module, *copies, hint=hint)
         if (isinstance(second, torch.Tensor) and second.shape == first.shape
                 and not torch.equal(first.nan_to_num(), second.nan_to_num())):
-            raise _known_bug(_DROPOUT_IN_EVAL)
+            raise known_bug(_DROPOUT_IN_EVAL)
     return first
 
 
-def _expect_dropout(module: nn.Module, zero: Callable[[], nn.Module], args: tuple, eval_out: torch.Tensor,
+def expect_dropout(module: nn.Module, zero: Callable[[], nn.Module], args: tuple, eval_out: torch.Tensor,
                     where: str) -> None:
-    """In training mode, dropout (built with _DROPOUT) changes the output; built with dropout=0.0 it does not.
+    """In training mode, dropout (built with DROPOUT) changes the output; built with dropout=0.0 it does not.
 
     Args:
-        module: the learner's module, built with dropout=_DROPOUT, in eval mode (left so).
+        module: the learner's module, built with dropout=DROPOUT, in eval mode (left so).
         zero: builds the learner's module with dropout=0.0.
         args: the inputs that gave ``eval_out`` in eval mode.
         where: where the paper (or the package) applies this module's dropout, for the hint.
     """
     module.train()
     try:
-        out = _call(module, *args)
+        out = call_answer(module, *args)
     finally:
         module.eval()
     if isinstance(out, torch.Tensor) and out.shape == eval_out.shape and torch.allclose(out, eval_out):
-        raise _known_bug(
-            f"built with dropout={_DROPOUT}, your module gives the same output in training mode as in eval mode: "
+        raise known_bug(
+            f"built with dropout={DROPOUT}, your module gives the same output in training mode as in eval mode: "
             f"the dropout argument is not used: store a dropout module built with it and apply it {where}"
             "[[: self.dropout = nn.Dropout(dropout) in __init__]]"
         )
     unused = zero().train()
     copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-    first, second = _call(unused, *args), _call(unused, *copies)
+    first, second = call_answer(unused, *args), call_answer(unused, *copies)
     if isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor) and not torch.equal(first, second):
         held = _own_dropouts(unused)
         found = ("; it holds " + ", ".join(f"`{name}` with p={p:g}" for name, p in held.items())
                  + ": a sub-module built without the dropout argument keeps its own default rate") if held else ""
-        raise _known_bug(
+        raise known_bug(
             f"built with dropout=0.0, your module still drops in training mode{found}. Is a rate hard-coded "
             "(nn.Dropout(0.1)), or not passed on? Use the dropout argument[[: self.dropout = nn.Dropout(dropout)]]"
         )
 
 
-def _linear(module: nn.Module, name: str, d_in: int, d_out: int, owner: str, bias: bool = False) -> nn.Linear:
+def expect_linear(module: nn.Module, name: str, d_in: int, d_out: int, owner: str, bias: bool = False) -> nn.Linear:
     """The learner's ``module.<name>``, which must be nn.Linear(d_in, d_out) (with a bias, if ``bias``)."""
     layer = getattr(module, name, None)
     if not isinstance(layer, nn.Linear):
@@ -378,14 +378,14 @@ def _linear(module: nn.Module, name: str, d_in: int, d_out: int, owner: str, bia
             f"`{name}` should be nn.Linear({d_in}, {d_out}), got nn.Linear({layer.in_features}, {layer.out_features})"
         )
     if bias and layer.bias is None:
-        raise _known_bug(
+        raise known_bug(
             f"`{name}` has no bias: the paper's FFN(x) = max(0, xW1 + b1)W2 + b2 has the biases b1 and b2. "
             f"nn.Linear({d_in}, {d_out}) has one by default: drop bias=False"
         )
     return layer
 
 
-def _submodule(module: nn.Module, name: str, description: str) -> nn.Module:
+def expect_submodule(module: nn.Module, name: str, description: str) -> nn.Module:
     sub = getattr(module, name, None)
     if not isinstance(sub, nn.Module):
         raise ExerciseError(f"your layer should have a submodule `{name}` ({description})")
@@ -397,21 +397,21 @@ def _submodule(module: nn.Module, name: str, description: str) -> nn.Module:
 
 class Slip(NamedTuple):
     """One mistake a check simulates on its own: the hint naming it, and the knobs of the check's simulator
-    that reproduce it. Slips setting different knobs are independent, so :func:`_slip_bugs` also tries
+    that reproduce it. Slips setting different knobs are independent, so :func:`slip_bugs` also tries
     them two at a time."""
 
     hint: str
     knobs: dict[str, Any]
 
 
-def _two_things(first: str, second: str) -> str:
+def two_things(first: str, second: str) -> str:
     """The message for an answer that two known mistakes explain together, only together."""
     return f"two things differ, fix both:\n  1. {first}\n  2. {second}"
 
 
-def _slip_bugs(simulate: Callable[..., Any], slips: Sequence[Slip], partners: Sequence[Slip] = (),
+def slip_bugs(simulate: Callable[..., Any], slips: Sequence[Slip], partners: Sequence[Slip] = (),
                among: bool = True, others: Sequence[Bug] = ()) -> list[Bug]:
-    """The bugs of :func:`_diagnose` from slips: each alone, then each two at once ("two things differ").
+    """The bugs of :func:`diagnose` from slips: each alone, then each two at once ("two things differ").
 
     ``partners`` are differences the check found in what the learner built (their own
     epsilon, their own sub-modules) that may come on top of any slip: each is tried
@@ -421,22 +421,22 @@ def _slip_bugs(simulate: Callable[..., Any], slips: Sequence[Slip], partners: Se
     no knob for, tried alone after the single slips and before any pair.
     """
     singles = [(s.hint, functools.partial(simulate, **s.knobs)) for s in (*slips, *partners)] + list(others)
-    doubles = [(s.hint, functools.partial(simulate, **s.knobs)) for s in _slip_pairs(slips, partners, among)]
+    doubles = [(s.hint, functools.partial(simulate, **s.knobs)) for s in slip_pairs(slips, partners, among)]
     return singles + doubles
 
 
-def _slip_pairs(slips: Sequence[Slip], partners: Sequence[Slip] = (), among: bool = True) -> list[Slip]:
-    """Every two slips at once, as one slip: both hints ("two things differ") and both knobs (see :func:`_slip_bugs`).
+def slip_pairs(slips: Sequence[Slip], partners: Sequence[Slip] = (), among: bool = True) -> list[Slip]:
+    """Every two slips at once, as one slip: both hints ("two things differ") and both knobs (see :func:`slip_bugs`).
 
     For checks that compare numbers rather than tensors and run their own loop over slips.
     """
     pairs = [*(itertools.combinations(slips, 2) if among else ()), *itertools.product(slips, partners),
              *itertools.combinations(partners, 2)]
-    return [Slip(_two_things(a.hint, b.hint), {**a.knobs, **b.knobs}) for a, b in pairs
+    return [Slip(two_things(a.hint, b.hint), {**a.knobs, **b.knobs}) for a, b in pairs
             if not a.knobs.keys() & b.knobs.keys()]
 
 
-def _own_number(module: Any, names: Sequence[str]) -> float | None:
+def own_number(module: Any, names: Sequence[str]) -> float | None:
     """A hyper-parameter as the learner's module holds it (its epsilon, say), found under its usual names."""
     for name in names:
         value = getattr(module, name, None)
@@ -445,7 +445,7 @@ def _own_number(module: Any, names: Sequence[str]) -> float | None:
     return None
 
 
-def _own_default(cls: Callable[..., Any], argument: str) -> float | None:
+def own_default(cls: Callable[..., Any], argument: str) -> float | None:
     """The default the learner's constructor gives ``argument`` (``eps=1e-6``), or None."""
     try:
         parameter = inspect.signature(cls).parameters.get(argument)
