@@ -47,6 +47,9 @@ class ModelConfig:
     # Paper §3.4: the output projection (pre-softmax linear) shares its weight matrix with the target embedding.
     # False gives the projection a matrix of its own (the copy task and the checks' small models use that).
     tie_embeddings: bool = True
+    # --- since the paper: each off by default, each a departure used by today's models ---
+    # Zhang & Sennrich (2019), "Root Mean Square Layer Normalization": x / sqrt(mean(x²) + eps) · g, no mean, no bias.
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"  # paper §3.1: LayerNorm (Ba et al. 2016)
 
     @property
     def d_head(self) -> int:

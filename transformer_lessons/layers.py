@@ -2,7 +2,8 @@
 
 Embeddings (§3.4), positional encoding (§3.5), layer normalisation (Ba et al.
 2016, used in §3.1), the position-wise feed-forward network (§3.3) and the
-residual sublayer connection (§3.1, §5.4).
+residual sublayer connection (§3.1, §5.4). Since the paper: RMSNorm (Zhang &
+Sennrich 2019), ``ModelConfig.norm="rmsnorm"``.
 """
 
 from __future__ import annotations
@@ -146,6 +147,52 @@ class LayerNorm(nn.Module):
         return F.layer_norm(x, self.weight.shape, self.weight, self.bias, self.eps)  # = layer_norm(x, weight, bias, eps)
 
 
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    """Root-mean-square normalisation written out: ``gain * x / sqrt(mean(x²) + eps)`` over the last axis.
+
+    Zhang & Sennrich (2019), "Root Mean Square Layer Normalization", Eq. 4: LayerNorm
+    without the mean subtraction and without the bias. Only the scale is normalised
+    (re-centring, they found, is not what makes LayerNorm work), which saves one
+    reduction. ``eps`` inside the square root, as ``torch.nn.RMSNorm``, T5 and LLaMA put it.
+
+    Shape:
+        x ``(..., D)``, weight ``(D,)`` -> ``(..., D)``.
+    """
+    mean_square = x.pow(2).mean(dim=-1, keepdim=True)  # (..., 1)
+    return weight * x / torch.sqrt(mean_square + eps)
+
+
+class RMSNorm(nn.Module):
+    """RMSNorm (Zhang & Sennrich 2019): :func:`rms_norm` with a trained gain, no bias.
+
+    A departure from the paper (``ModelConfig.norm="rmsnorm"``; the paper's is
+    :class:`LayerNorm`). ``forward`` uses PyTorch's fused ``F.rms_norm``; it equals
+    :func:`rms_norm` and ``torch.nn.RMSNorm(d_model, eps)`` (``tests/test_modern_options.py``).
+
+    Shape:
+        ``(..., D)`` -> ``(..., D)``.
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-5):  # eps as our LayerNorm's; Zhang & Sennrich's code uses 1e-8
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d_model))  # gain g; the name matches nn.RMSNorm
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.rms_norm(x, self.weight.shape, self.weight, self.eps)  # = rms_norm(x, weight, eps)
+
+
+#: The normalisations a model may use (``ModelConfig.norm``); the first is the paper's.
+NORMS = {"layernorm": LayerNorm, "rmsnorm": RMSNorm}
+
+
+def make_norm(kind: str, d_model: int) -> nn.Module:
+    """A :class:`LayerNorm` (``"layernorm"``, the paper's) or an :class:`RMSNorm` (``"rmsnorm"``) of width ``d_model``."""
+    if kind not in NORMS:
+        raise ValueError(f"norm must be one of {', '.join(map(repr, NORMS))}, got {kind!r}")
+    return NORMS[kind](d_model)
+
+
 class PositionwiseFeedForward(nn.Module):
     """FFN(x) = max(0, x W1 + b1) W2 + b2, applied to every position alike (§3.3, Eq. 2).
 
@@ -170,15 +217,16 @@ class SublayerConnection(nn.Module):
     Post-norm (the paper, §3.1 and §5.4): ``LayerNorm(x + Dropout(sublayer(x)))``.
     Pre-norm (``norm_first=True``, Xiong et al. 2020): ``x + Dropout(sublayer(LayerNorm(x)))``,
     which trains more stably without warm-up but needs a final LayerNorm after
-    the stack (the Encoder and Decoder add it).
+    the stack (the Encoder and Decoder add it). ``norm="rmsnorm"`` puts an
+    :class:`RMSNorm` where the LayerNorm is, in either order.
 
     Shape:
         ``(B, L, D)`` -> ``(B, L, D)``.
     """
 
-    def __init__(self, d_model: int, dropout: float = 0.1, norm_first: bool = False):
+    def __init__(self, d_model: int, dropout: float = 0.1, norm_first: bool = False, norm: str = "layernorm"):
         super().__init__()
-        self.norm = LayerNorm(d_model)
+        self.norm = make_norm(norm, d_model)
         self.dropout = nn.Dropout(dropout)
         self.norm_first = norm_first
 

@@ -14,11 +14,11 @@ from transformer_lessons.config import ModelConfig
 from transformer_lessons.kv_cache import KVCache, step_mask
 from transformer_lessons.layers import (
     Embeddings,
-    LayerNorm,
     LearnedPositionalEmbedding,
     PositionalEncoding,
     PositionwiseFeedForward,
     SublayerConnection,
+    make_norm,
 )
 
 
@@ -29,11 +29,11 @@ class EncoderLayer(nn.Module):
         x ``(B, S, D)``, src_mask broadcastable to ``(B, 1, S, S)`` -> ``(B, S, D)``.
     """
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False):
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False, norm: str = "layernorm"):
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
         self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
-        self.sublayers = nn.ModuleList(SublayerConnection(d_model, dropout, norm_first) for _ in range(2))
+        self.sublayers = nn.ModuleList(SublayerConnection(d_model, dropout, norm_first, norm) for _ in range(2))
 
     def forward(self, x: torch.Tensor, src_mask: torch.Tensor | None = None) -> torch.Tensor:
         x = self.sublayers[0](x, lambda y: self.self_attn(y, y, y, src_mask))
@@ -51,12 +51,12 @@ class DecoderLayer(nn.Module):
         ``(B, 1, T, S)``, tgt_mask broadcastable to ``(B, 1, T, T)`` -> ``(B, T, D)``.
     """
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False):
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False, norm: str = "layernorm"):
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
         self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout)
         self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
-        self.sublayers = nn.ModuleList(SublayerConnection(d_model, dropout, norm_first) for _ in range(3))
+        self.sublayers = nn.ModuleList(SublayerConnection(d_model, dropout, norm_first, norm) for _ in range(3))
 
     def forward(
         self,
@@ -92,12 +92,15 @@ class Encoder(nn.Module):
 
     With pre-norm layers the stack ends with a LayerNorm (each layer's output is
     an un-normalised residual stream); the paper's post-norm needs none.
+    ``norm`` (``"layernorm"`` or ``"rmsnorm"``) picks every normalisation of the stack.
     """
 
-    def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False):
+    def __init__(
+        self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False, norm: str = "layernorm"
+    ):
         super().__init__()
-        self.layers = nn.ModuleList(EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first) for _ in range(n_layers))
-        self.norm = LayerNorm(d_model) if norm_first else nn.Identity()
+        self.layers = nn.ModuleList(EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first, norm) for _ in range(n_layers))
+        self.norm = make_norm(norm, d_model) if norm_first else nn.Identity()
 
     def forward(self, x: torch.Tensor, src_mask: torch.Tensor | None = None) -> torch.Tensor:
         for layer in self.layers:
@@ -106,12 +109,14 @@ class Encoder(nn.Module):
 
 
 class Decoder(nn.Module):
-    """A stack of ``n_layers`` decoder layers (final LayerNorm only with pre-norm)."""
+    """A stack of ``n_layers`` decoder layers (final LayerNorm, or RMSNorm, only with pre-norm)."""
 
-    def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False):
+    def __init__(
+        self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False, norm: str = "layernorm"
+    ):
         super().__init__()
-        self.layers = nn.ModuleList(DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first) for _ in range(n_layers))
-        self.norm = LayerNorm(d_model) if norm_first else nn.Identity()
+        self.layers = nn.ModuleList(DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first, norm) for _ in range(n_layers))
+        self.norm = make_norm(norm, d_model) if norm_first else nn.Identity()
 
     def forward(
         self,
@@ -161,8 +166,8 @@ class Transformer(nn.Module):
             self.tgt_pos = LearnedPositionalEmbedding(c.d_model, c.dropout, c.max_len)
         else:
             raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {c.positional!r}")
-        self.encoder = Encoder(c.n_layers, c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first)
-        self.decoder = Decoder(c.n_layers, c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first)
+        self.encoder = Encoder(c.n_layers, c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first, c.norm)
+        self.decoder = Decoder(c.n_layers, c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first, c.norm)
         self.generator = nn.Linear(c.d_model, tgt_vocab_size)  # pre-softmax projection to the vocabulary
         self._init_weights()
         if c.tie_embeddings:
@@ -277,6 +282,7 @@ def make_model(
     positional: str = "sinusoidal",
     norm_first: bool = False,
     tie_embeddings: bool = True,
+    norm: str = "layernorm",
 ) -> Transformer:
     """Build a Transformer with the paper's base hyper-parameters by default (Table 3).
 
@@ -295,5 +301,6 @@ def make_model(
         positional=positional,  # type: ignore[arg-type]
         norm_first=norm_first,
         tie_embeddings=tie_embeddings,
+        norm=norm,  # type: ignore[arg-type]
     )
     return Transformer(config, src_vocab_size, tgt_vocab_size)

@@ -1,0 +1,119 @@
+"""The options of "from 2017 to today", each against an independent formula or an equivalence.
+
+Every option is a named field of :class:`~transformer_lessons.config.ModelConfig`
+that defaults to the paper's choice: RMSNorm (``norm``), SwiGLU (``ffn``),
+grouped-query / multi-query attention (``n_kv_heads``) and rotary positions
+(``positional="rotary"``).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from transformer_lessons import ModelConfig, make_model
+from transformer_lessons.layers import LayerNorm, RMSNorm, SublayerConnection, rms_norm
+from transformer_lessons.masks import padding_mask, target_mask
+
+PAD = 0
+SRC_V, TGT_V = 23, 29
+
+
+def small_model(**overrides):
+    kwargs = dict(n_layers=2, d_model=32, d_ff=64, n_heads=4, dropout=0.0, max_len=40, tie_embeddings=False)
+    kwargs.update(overrides)
+    torch.manual_seed(0)
+    return make_model(SRC_V, TGT_V, **kwargs)
+
+
+def run(model, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+    return model(src, tgt, padding_mask(src, PAD), target_mask(tgt, PAD))
+
+
+def batch():
+    torch.manual_seed(1)
+    src, tgt = torch.randint(1, SRC_V, (3, 7)), torch.randint(1, TGT_V, (3, 5))
+    src[1, 4:] = PAD
+    return src, tgt
+
+
+#: Each option's field and the paper's choice, its default.
+PAPER_DEFAULTS = {"norm": "layernorm", "positional": "sinusoidal"}
+
+
+def test_defaults_are_the_paper():
+    c = ModelConfig()
+    assert {name: getattr(c, name) for name in PAPER_DEFAULTS} == PAPER_DEFAULTS
+    model = make_model(SRC_V, TGT_V, n_layers=1, d_model=32, d_ff=64, n_heads=4)
+    assert {name: getattr(model.config, name) for name in PAPER_DEFAULTS} == PAPER_DEFAULTS
+
+
+def test_an_old_config_without_the_new_fields_still_builds():
+    old = {k: v for k, v in ModelConfig().to_dict().items() if k not in PAPER_DEFAULTS or k == "positional"}
+    assert ModelConfig(**old) == ModelConfig()
+
+
+# --- RMSNorm (Zhang & Sennrich 2019) --------------------------------------------------------------
+
+
+def test_rms_norm_matches_the_formula_written_here():
+    torch.manual_seed(0)
+    x, g = torch.randn(3, 5, 16) * 3 + 1, torch.randn(16)
+    eps = 1e-5
+    expected = x / torch.sqrt((x * x).sum(-1, keepdim=True) / 16 + eps) * g  # Zhang & Sennrich Eq. 4, no mean, no bias
+    torch.testing.assert_close(rms_norm(x, g, eps), expected)
+    norm = RMSNorm(16)
+    with torch.no_grad():
+        norm.weight.copy_(g)
+    torch.testing.assert_close(norm(x), expected)
+    assert [name for name, _ in norm.named_parameters()] == ["weight"]  # a gain, no bias
+
+
+@pytest.mark.skipif(not hasattr(nn, "RMSNorm"), reason="torch.nn.RMSNorm needs torch >= 2.4")
+def test_rms_norm_matches_torch_outputs_and_gradients():
+    torch.manual_seed(0)
+    ours, ref = RMSNorm(16), nn.RMSNorm(16, eps=1e-5)
+    with torch.no_grad():
+        ours.weight.normal_()
+        ref.weight.copy_(ours.weight)
+    x = torch.randn(4, 6, 16) * 2 - 1
+    xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+    out, expected = ours(xa), ref(xb)
+    torch.testing.assert_close(out, expected)
+    (out * torch.linspace(-1, 1, 16)).sum().backward()
+    (expected * torch.linspace(-1, 1, 16)).sum().backward()
+    torch.testing.assert_close(xa.grad, xb.grad)
+    torch.testing.assert_close(ours.weight.grad, ref.weight.grad)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_rmsnorm_everywhere_a_layernorm_was(norm_first):
+    model = small_model(norm="rmsnorm", norm_first=norm_first).eval()
+    paper = small_model(norm_first=norm_first)
+    assert not any(isinstance(m, (LayerNorm, nn.LayerNorm)) for m in model.modules())
+    n_norms = sum(isinstance(m, LayerNorm) for m in paper.modules())
+    assert sum(isinstance(m, RMSNorm) for m in model.modules()) == n_norms == 2 * 2 + 2 * 3 + (2 if norm_first else 0)
+    assert paper.num_parameters() - model.num_parameters() == n_norms * 32  # no biases
+    src, tgt = batch()
+    logits = run(model, src, tgt)
+    assert logits.shape == (3, 5, TGT_V) and torch.isfinite(logits).all()
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_sublayer_with_rmsnorm_is_the_written_out_function(norm_first):
+    torch.manual_seed(0)
+    block = SublayerConnection(8, dropout=0.0, norm_first=norm_first, norm="rmsnorm")
+    lin = nn.Linear(8, 8)
+    x = torch.randn(2, 3, 8)
+
+    def rms(y):  # the formula again, with the block's gain
+        return y / y.pow(2).mean(-1, keepdim=True).add(1e-5).sqrt() * block.norm.weight
+
+    expected = x + lin(rms(x)) if norm_first else rms(x + lin(x))
+    torch.testing.assert_close(block(x, lin), expected)
+
+
+def test_unknown_norm_raises():
+    with pytest.raises(ValueError, match="norm must be one of"):
+        small_model(norm="batchnorm")
