@@ -13,7 +13,15 @@ import torch
 from torch import nn
 
 from transformer_lessons import ModelConfig, make_model
-from transformer_lessons.layers import LayerNorm, RMSNorm, SublayerConnection, rms_norm
+from transformer_lessons.layers import (
+    LayerNorm,
+    PositionwiseFeedForward,
+    RMSNorm,
+    SublayerConnection,
+    SwiGLUFeedForward,
+    rms_norm,
+    swiglu_hidden_width,
+)
 from transformer_lessons.masks import padding_mask, target_mask
 
 PAD = 0
@@ -39,7 +47,7 @@ def batch():
 
 
 #: Each option's field and the paper's choice, its default.
-PAPER_DEFAULTS = {"norm": "layernorm", "positional": "sinusoidal"}
+PAPER_DEFAULTS = {"norm": "layernorm", "ffn": "relu", "positional": "sinusoidal"}
 
 
 def test_defaults_are_the_paper():
@@ -117,3 +125,46 @@ def test_sublayer_with_rmsnorm_is_the_written_out_function(norm_first):
 def test_unknown_norm_raises():
     with pytest.raises(ValueError, match="norm must be one of"):
         small_model(norm="batchnorm")
+
+
+# --- SwiGLU feed-forward (Shazeer 2020) ---------------------------------------------------------
+
+
+def test_swiglu_matches_the_formula_written_here():
+    torch.manual_seed(0)
+    ffn = SwiGLUFeedForward(16, 48, dropout=0.0)
+    x = torch.randn(2, 5, 16)
+    W1, W3, W2 = ffn.w_1.weight.T, ffn.w_3.weight.T, ffn.w_2.weight.T  # (D, h), (D, h), (h, D)
+    a = x @ W1
+    swish = a / (1 + torch.exp(-a))  # Swish_1(a) = a * sigmoid(a)
+    expected = (swish * (x @ W3)) @ W2  # Shazeer 2020, Eq. 6: FFN_SwiGLU = (Swish_1(xW) ⊗ xV) W2, no biases
+    torch.testing.assert_close(ffn(x), expected)
+    assert W1.shape == (16, 32) and all(lin.bias is None for lin in (ffn.w_1, ffn.w_2, ffn.w_3))
+
+
+@pytest.mark.parametrize("d_model, d_ff", [(512, 2048), (256, 1024), (128, 256), (256, 512)])
+def test_swiglu_has_the_parameters_of_the_relu_network_within_one_percent(d_model, d_ff):
+    relu = sum(p.numel() for p in PositionwiseFeedForward(d_model, d_ff).parameters())
+    swiglu = sum(p.numel() for p in SwiGLUFeedForward(d_model, d_ff).parameters())
+    assert relu == 2 * d_model * d_ff + d_ff + d_model
+    assert swiglu == 3 * d_model * swiglu_hidden_width(d_ff)
+    assert abs(swiglu - relu) / relu < 0.01, (swiglu, relu)
+
+
+def test_swiglu_hidden_width_rounds_to_the_nearest_whole_number():
+    assert [swiglu_hidden_width(d) for d in (2048, 1024, 3072, 64, 1)] == [1365, 683, 2048, 43, 1]
+
+
+def test_swiglu_model_uses_it_everywhere_and_trains():
+    model = small_model(ffn="swiglu").train()
+    ffns = [layer.feed_forward for layer in [*model.encoder.layers, *model.decoder.layers]]
+    assert all(isinstance(f, SwiGLUFeedForward) for f in ffns) and len(ffns) == 4
+    src, tgt = batch()
+    run(model, src, tgt).logsumexp(-1).mean().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
+    assert model.eval()(src, tgt).shape == (3, 5, TGT_V)
+
+
+def test_unknown_ffn_raises():
+    with pytest.raises(ValueError, match="ffn must be one of"):
+        small_model(ffn="gelu")

@@ -50,6 +50,9 @@ class ModelConfig:
     # --- since the paper: each off by default, each a departure used by today's models ---
     # Zhang & Sennrich (2019), "Root Mean Square Layer Normalization": x / sqrt(mean(x²) + eps) · g, no mean, no bias.
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"  # paper §3.1: LayerNorm (Ba et al. 2016)
+    # Shazeer (2020), "GLU Variants Improve Transformer": W2(SiLU(W1 x) ⊙ W3 x), no biases, hidden width round(2 d_ff / 3)
+    # so that its three matrices hold about the parameters of the ReLU network's two.
+    ffn: Literal["relu", "swiglu"] = "relu"  # paper §3.3, Eq. 2: max(0, x W1 + b1) W2 + b2
 
     @property
     def d_head(self) -> int:

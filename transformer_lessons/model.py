@@ -16,8 +16,8 @@ from transformer_lessons.layers import (
     Embeddings,
     LearnedPositionalEmbedding,
     PositionalEncoding,
-    PositionwiseFeedForward,
     SublayerConnection,
+    make_feed_forward,
     make_norm,
 )
 
@@ -29,10 +29,12 @@ class EncoderLayer(nn.Module):
         x ``(B, S, D)``, src_mask broadcastable to ``(B, 1, S, S)`` -> ``(B, S, D)``.
     """
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False, norm: str = "layernorm"):
+    def __init__(
+        self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False, norm: str = "layernorm", ffn: str = "relu"
+    ):
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
-        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.feed_forward = make_feed_forward(ffn, d_model, d_ff, dropout)
         self.sublayers = nn.ModuleList(SublayerConnection(d_model, dropout, norm_first, norm) for _ in range(2))
 
     def forward(self, x: torch.Tensor, src_mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -51,11 +53,13 @@ class DecoderLayer(nn.Module):
         ``(B, 1, T, S)``, tgt_mask broadcastable to ``(B, 1, T, T)`` -> ``(B, T, D)``.
     """
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False, norm: str = "layernorm"):
+    def __init__(
+        self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False, norm: str = "layernorm", ffn: str = "relu"
+    ):
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
         self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout)
-        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.feed_forward = make_feed_forward(ffn, d_model, d_ff, dropout)
         self.sublayers = nn.ModuleList(SublayerConnection(d_model, dropout, norm_first, norm) for _ in range(3))
 
     def forward(
@@ -96,10 +100,18 @@ class Encoder(nn.Module):
     """
 
     def __init__(
-        self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False, norm: str = "layernorm"
+        self,
+        n_layers: int,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+        norm: str = "layernorm",
+        ffn: str = "relu",
     ):
         super().__init__()
-        self.layers = nn.ModuleList(EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first, norm) for _ in range(n_layers))
+        self.layers = nn.ModuleList(EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first, norm, ffn) for _ in range(n_layers))
         self.norm = make_norm(norm, d_model) if norm_first else nn.Identity()
 
     def forward(self, x: torch.Tensor, src_mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -112,10 +124,18 @@ class Decoder(nn.Module):
     """A stack of ``n_layers`` decoder layers (final LayerNorm, or RMSNorm, only with pre-norm)."""
 
     def __init__(
-        self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False, norm: str = "layernorm"
+        self,
+        n_layers: int,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+        norm: str = "layernorm",
+        ffn: str = "relu",
     ):
         super().__init__()
-        self.layers = nn.ModuleList(DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first, norm) for _ in range(n_layers))
+        self.layers = nn.ModuleList(DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first, norm, ffn) for _ in range(n_layers))
         self.norm = make_norm(norm, d_model) if norm_first else nn.Identity()
 
     def forward(
@@ -166,8 +186,8 @@ class Transformer(nn.Module):
             self.tgt_pos = LearnedPositionalEmbedding(c.d_model, c.dropout, c.max_len)
         else:
             raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {c.positional!r}")
-        self.encoder = Encoder(c.n_layers, c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first, c.norm)
-        self.decoder = Decoder(c.n_layers, c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first, c.norm)
+        self.encoder = Encoder(c.n_layers, c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first, c.norm, c.ffn)
+        self.decoder = Decoder(c.n_layers, c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first, c.norm, c.ffn)
         self.generator = nn.Linear(c.d_model, tgt_vocab_size)  # pre-softmax projection to the vocabulary
         self._init_weights()
         if c.tie_embeddings:
@@ -283,6 +303,7 @@ def make_model(
     norm_first: bool = False,
     tie_embeddings: bool = True,
     norm: str = "layernorm",
+    ffn: str = "relu",
 ) -> Transformer:
     """Build a Transformer with the paper's base hyper-parameters by default (Table 3).
 
@@ -302,5 +323,6 @@ def make_model(
         norm_first=norm_first,
         tie_embeddings=tie_embeddings,
         norm=norm,  # type: ignore[arg-type]
+        ffn=ffn,  # type: ignore[arg-type]
     )
     return Transformer(config, src_vocab_size, tgt_vocab_size)
