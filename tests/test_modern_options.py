@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from transformer_lessons import ModelConfig, make_model
+from transformer_lessons.attention import MultiHeadAttention
 from transformer_lessons.layers import (
     LayerNorm,
     PositionwiseFeedForward,
@@ -22,7 +23,7 @@ from transformer_lessons.layers import (
     rms_norm,
     swiglu_hidden_width,
 )
-from transformer_lessons.masks import padding_mask, target_mask
+from transformer_lessons.masks import causal_mask, padding_mask, target_mask
 
 PAD = 0
 SRC_V, TGT_V = 23, 29
@@ -47,7 +48,7 @@ def batch():
 
 
 #: Each option's field and the paper's choice, its default.
-PAPER_DEFAULTS = {"norm": "layernorm", "ffn": "relu", "positional": "sinusoidal"}
+PAPER_DEFAULTS = {"norm": "layernorm", "ffn": "relu", "n_kv_heads": None, "positional": "sinusoidal"}
 
 
 def test_defaults_are_the_paper():
@@ -168,3 +169,107 @@ def test_swiglu_model_uses_it_everywhere_and_trains():
 def test_unknown_ffn_raises():
     with pytest.raises(ValueError, match="ffn must be one of"):
         small_model(ffn="gelu")
+
+
+# --- grouped-query and multi-query attention (Ainslie et al. 2023; Shazeer 2019) ------------------
+
+
+def _attention_inputs():
+    torch.manual_seed(3)
+    x, memory = torch.randn(2, 5, 32), torch.randn(2, 7, 32)
+    src_mask = torch.tensor([[True] * 7, [True] * 4 + [False] * 3])[:, None, None, :]  # (B, 1, 1, S)
+    return x, memory, src_mask, causal_mask(5)
+
+
+def _each_way(attn, x, memory, src_mask, tgt_mask):
+    """Self-attention (fused Q/K/V), cross-attention (fused K/V), separate key and value tensors: outputs and weights."""
+    outs = [attn(x, x, x, tgt_mask), attn(x, memory, memory, src_mask), attn(x, memory, memory.clone(), src_mask)]
+    return outs, attn.attn_weights
+
+
+def _plain_with_repeated_kv(gqa: MultiHeadAttention) -> MultiHeadAttention:
+    """A paper multi-head attention whose W^K, W^V repeat each shared head for its group of query heads."""
+    H, Hkv, Dh, D = gqa.n_heads, gqa.n_kv_heads, gqa.d_head, gqa.d_model
+    plain = MultiHeadAttention(D, H, dropout=0.0)
+    state = dict(gqa.state_dict())
+    for name in ("w_k", "w_v"):
+        w = state[f"{name}.weight"].view(Hkv, Dh, D).repeat_interleave(H // Hkv, dim=0)  # (Hkv, Dh, D) -> (H, Dh, D)
+        state[f"{name}.weight"] = w.reshape(H * Dh, D)  # (D, D) as (out, in)
+        state[f"{name}.bias"] = state[f"{name}.bias"].view(Hkv, Dh).repeat_interleave(H // Hkv, dim=0).reshape(H * Dh)
+    plain.load_state_dict(state)
+    return plain
+
+
+@pytest.mark.parametrize("record", [True, False])
+def test_n_kv_heads_equal_to_n_heads_is_the_plain_module(record):
+    torch.manual_seed(0)
+    plain, same = MultiHeadAttention(32, 4, dropout=0.0), MultiHeadAttention(32, 4, dropout=0.0, n_kv_heads=4)
+    same.load_state_dict(plain.state_dict())  # the same names and shapes
+    for module in (plain, same):
+        module.eval().record_weights = record
+    inputs = _attention_inputs()
+    for a, b in zip(_each_way(plain, *inputs)[0], _each_way(same, *inputs)[0]):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("n_kv_heads", [1, 2])
+@pytest.mark.parametrize("record", [True, False])
+def test_grouped_query_equals_multi_head_with_repeated_kv_weights(n_kv_heads, record):
+    torch.manual_seed(0)
+    gqa = MultiHeadAttention(32, 4, dropout=0.0, n_kv_heads=n_kv_heads)
+    assert gqa.w_k.weight.shape == gqa.w_v.weight.shape == (n_kv_heads * 8, 32)
+    plain = _plain_with_repeated_kv(gqa)
+    for module in (gqa, plain):
+        module.eval().record_weights = record
+    inputs = _attention_inputs()
+    (ours, weights), (expected, expected_weights) = _each_way(gqa, *inputs), _each_way(plain, *inputs)
+    for a, b in zip(ours, expected):
+        torch.testing.assert_close(a, b)
+    if record:
+        assert weights.shape == (2, 4, 5, 7)  # one map per query head, for the plots
+        torch.testing.assert_close(weights, expected_weights)
+
+
+def test_grouped_query_heads_by_the_formula_written_here():
+    torch.manual_seed(0)
+    attn = MultiHeadAttention(32, 4, dropout=0.0, n_kv_heads=2).eval()
+    x = torch.randn(2, 5, 32)
+    B, T, H, Dh = 2, 5, 4, 8
+    q = attn.w_q(x).view(B, T, H, Dh)
+    k, v = attn.w_k(x).view(B, T, 2, Dh), attn.w_v(x).view(B, T, 2, Dh)
+    heads = []
+    for i in range(H):
+        g = i // 2  # query heads 0, 1 read key/value head 0; heads 2, 3 read head 1
+        scores = q[:, :, i] @ k[:, :, g].transpose(1, 2) / Dh**0.5  # (B, T, T)
+        heads.append(scores.softmax(-1) @ v[:, :, g])  # (B, T, Dh)
+    expected = attn.w_o(torch.cat(heads, dim=-1))
+    torch.testing.assert_close(attn(x, x, x), expected)
+
+
+@pytest.mark.parametrize("n_kv_heads", [0, 3, 8, 2.0, True])
+def test_n_kv_heads_must_divide_n_heads(n_kv_heads):
+    with pytest.raises(ValueError, match="n_kv_heads must be a whole number >= 1 that divides n_heads"):
+        small_model(n_kv_heads=n_kv_heads)
+
+
+@pytest.mark.parametrize("n_kv_heads", [None, 4, 2, 1])
+def test_grouped_query_parameters_and_state_dict_names(n_kv_heads):
+    model, paper = small_model(n_kv_heads=n_kv_heads), small_model()
+    assert list(model.state_dict()) == list(paper.state_dict())  # the same names: old checkpoints still load
+    Hkv = n_kv_heads or 4
+    fewer_per_attention = 2 * (32 * 32 + 32) - 2 * (32 * Hkv * 8 + Hkv * 8)  # W^K, W^V and their biases
+    assert paper.num_parameters() - model.num_parameters() == 3 * 2 * fewer_per_attention  # 3 attentions per layer pair
+
+
+@pytest.mark.parametrize("n_kv_heads", [4, 2, 1])
+def test_the_cache_holds_only_the_shared_heads(n_kv_heads):
+    model = small_model(n_kv_heads=n_kv_heads).eval()
+    src, _ = batch()
+    with torch.no_grad():
+        cache = model.init_cache(model.encode(src, padding_mask(src, PAD)))
+        tokens = torch.ones(3, 1, dtype=torch.long)
+        for _ in range(6):
+            tokens = model.decode_step(cache, padding_mask(src, PAD), tokens).argmax(-1, keepdim=True)
+    assert all(x.shape == (3, n_kv_heads, 6, 8) for x in cache.self_k + cache.self_v)
+    assert all(x.shape == (3, n_kv_heads, 7, 8) for x in cache.cross_k + cache.cross_v)
+    assert cache.nbytes == 2 * 2 * 3 * n_kv_heads * (6 + 7) * 8 * 4  # k and v, 2 layers, B, Hkv, t + S, Dh, float32

@@ -53,6 +53,11 @@ class ModelConfig:
     # Shazeer (2020), "GLU Variants Improve Transformer": W2(SiLU(W1 x) ⊙ W3 x), no biases, hidden width round(2 d_ff / 3)
     # so that its three matrices hold about the parameters of the ReLU network's two.
     ffn: Literal["relu", "swiglu"] = "relu"  # paper §3.3, Eq. 2: max(0, x W1 + b1) W2 + b2
+    # Key/value heads, each shared by n_heads / n_kv_heads query heads: grouped-query attention (Ainslie et al. 2023,
+    # "GQA"); 1 is multi-query attention (Shazeer 2019, "Fast Transformer Decoding: One Write-Head is All You Need").
+    # In every attention layer, as Shazeer's multi-query translation model; it must divide n_heads. The decoder's
+    # key/value cache shrinks by n_heads / n_kv_heads.
+    n_kv_heads: int | None = None  # paper §3.2.2: None = n_heads, every head its own keys and values
 
     @property
     def d_head(self) -> int:

@@ -30,10 +30,18 @@ class EncoderLayer(nn.Module):
     """
 
     def __init__(
-        self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False, norm: str = "layernorm", ffn: str = "relu"
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+        norm: str = "layernorm",
+        ffn: str = "relu",
+        n_kv_heads: int | None = None,
     ):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout, n_kv_heads)
         self.feed_forward = make_feed_forward(ffn, d_model, d_ff, dropout)
         self.sublayers = nn.ModuleList(SublayerConnection(d_model, dropout, norm_first, norm) for _ in range(2))
 
@@ -54,11 +62,19 @@ class DecoderLayer(nn.Module):
     """
 
     def __init__(
-        self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False, norm: str = "layernorm", ffn: str = "relu"
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+        norm: str = "layernorm",
+        ffn: str = "relu",
+        n_kv_heads: int | None = None,
     ):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
-        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout, n_kv_heads)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout, n_kv_heads)  # shared K/V heads here too (Shazeer 2019)
         self.feed_forward = make_feed_forward(ffn, d_model, d_ff, dropout)
         self.sublayers = nn.ModuleList(SublayerConnection(d_model, dropout, norm_first, norm) for _ in range(3))
 
@@ -83,7 +99,7 @@ class DecoderLayer(nn.Module):
         t, T = cache.self_k[layer].size(2), x.size(1)  # this layer's cached positions (earlier layers already appended)
 
         def self_attention(y: torch.Tensor) -> torch.Tensor:
-            k, v = cache.append(layer, *self.self_attn.project_kv(y, y))  # (B, H, t + T, Dh) each
+            k, v = cache.append(layer, *self.self_attn.project_kv(y, y))  # (B, Hkv, t + T, Dh) each
             return self.self_attn.attend(y, k, v, step_mask(T, t, y.device))  # (B, T, D)
 
         x = self.sublayers[0](x, self_attention)
@@ -109,9 +125,10 @@ class Encoder(nn.Module):
         norm_first: bool = False,
         norm: str = "layernorm",
         ffn: str = "relu",
+        n_kv_heads: int | None = None,
     ):
         super().__init__()
-        self.layers = nn.ModuleList(EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first, norm, ffn) for _ in range(n_layers))
+        self.layers = nn.ModuleList(EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first, norm, ffn, n_kv_heads) for _ in range(n_layers))
         self.norm = make_norm(norm, d_model) if norm_first else nn.Identity()
 
     def forward(self, x: torch.Tensor, src_mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -133,9 +150,10 @@ class Decoder(nn.Module):
         norm_first: bool = False,
         norm: str = "layernorm",
         ffn: str = "relu",
+        n_kv_heads: int | None = None,
     ):
         super().__init__()
-        self.layers = nn.ModuleList(DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first, norm, ffn) for _ in range(n_layers))
+        self.layers = nn.ModuleList(DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first, norm, ffn, n_kv_heads) for _ in range(n_layers))
         self.norm = make_norm(norm, d_model) if norm_first else nn.Identity()
 
     def forward(
@@ -186,8 +204,8 @@ class Transformer(nn.Module):
             self.tgt_pos = LearnedPositionalEmbedding(c.d_model, c.dropout, c.max_len)
         else:
             raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {c.positional!r}")
-        self.encoder = Encoder(c.n_layers, c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first, c.norm, c.ffn)
-        self.decoder = Decoder(c.n_layers, c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first, c.norm, c.ffn)
+        self.encoder = Encoder(c.n_layers, c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first, c.norm, c.ffn, c.n_kv_heads)
+        self.decoder = Decoder(c.n_layers, c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first, c.norm, c.ffn, c.n_kv_heads)
         self.generator = nn.Linear(c.d_model, tgt_vocab_size)  # pre-softmax projection to the vocabulary
         self._init_weights()
         if c.tie_embeddings:
@@ -219,12 +237,13 @@ class Transformer(nn.Module):
         """An empty :class:`~transformer_lessons.kv_cache.KVCache` for ``memory (B, S, D)``, its cross-attention keys and values computed once.
 
         Shape:
-            self-attention entries ``(B, H, 0, Dh)``, cross-attention ``(B, H, S, Dh)``, per layer.
+            self-attention entries ``(B, Hkv, 0, Dh)``, cross-attention ``(B, Hkv, S, Dh)``, per layer:
+            only the ``n_kv_heads`` shared heads (``Hkv = H`` in the paper).
         """
         layers = self.decoder.layers
-        cross = [layer.cross_attn.project_kv(memory, memory) for layer in layers]  # per layer (B, H, S, Dh) x 2
-        B, H, _, Dh = cross[0][0].shape
-        empty = [memory.new_zeros(B, H, 0, Dh) for _ in range(2 * len(layers))]  # (B, H, 0, Dh)
+        cross = [layer.cross_attn.project_kv(memory, memory) for layer in layers]  # per layer (B, Hkv, S, Dh) x 2
+        B, Hkv, _, Dh = cross[0][0].shape
+        empty = [memory.new_zeros(B, Hkv, 0, Dh) for _ in range(2 * len(layers))]  # (B, Hkv, 0, Dh)
         return KVCache(empty[: len(layers)], empty[len(layers) :], [k for k, _ in cross], [v for _, v in cross])
 
     def decode_step(self, cache: KVCache, src_mask: torch.Tensor | None, tokens: torch.Tensor) -> torch.Tensor:
@@ -304,6 +323,7 @@ def make_model(
     tie_embeddings: bool = True,
     norm: str = "layernorm",
     ffn: str = "relu",
+    n_kv_heads: int | None = None,
 ) -> Transformer:
     """Build a Transformer with the paper's base hyper-parameters by default (Table 3).
 
@@ -324,5 +344,6 @@ def make_model(
         tie_embeddings=tie_embeddings,
         norm=norm,  # type: ignore[arg-type]
         ffn=ffn,  # type: ignore[arg-type]
+        n_kv_heads=n_kv_heads,
     )
     return Transformer(config, src_vocab_size, tgt_vocab_size)
