@@ -14,7 +14,10 @@ from torch import nn
 
 from transformer_lessons import ModelConfig, make_model
 from transformer_lessons.attention import MultiHeadAttention
+from transformer_lessons.beam import beam_search
+from transformer_lessons.decode import greedy_decode
 from transformer_lessons.layers import (
+    EmbeddingDropout,
     LayerNorm,
     PositionwiseFeedForward,
     RMSNorm,
@@ -24,6 +27,7 @@ from transformer_lessons.layers import (
     swiglu_hidden_width,
 )
 from transformer_lessons.masks import causal_mask, padding_mask, target_mask
+from transformer_lessons.rotary import apply_rotary
 
 PAD = 0
 SRC_V, TGT_V = 23, 29
@@ -273,3 +277,82 @@ def test_the_cache_holds_only_the_shared_heads(n_kv_heads):
     assert all(x.shape == (3, n_kv_heads, 6, 8) for x in cache.self_k + cache.self_v)
     assert all(x.shape == (3, n_kv_heads, 7, 8) for x in cache.cross_k + cache.cross_v)
     assert cache.nbytes == 2 * 2 * 3 * n_kv_heads * (6 + 7) * 8 * 4  # k and v, 2 layers, B, Hkv, t + S, Dh, float32
+
+
+# --- rotary position embeddings (Su et al. 2021, RoFormer) --------------------------------------
+
+
+def _rotate_by_complex_numbers(x: torch.Tensor, start: int, base: float = 10000.0) -> torch.Tensor:
+    """RoFormer Eq. 15 written independently: pairs as complex numbers, times e^{i m θ_j}, θ_j = base^(-2j/Dh)."""
+    L, Dh = x.shape[-2:]
+    theta = torch.tensor([base ** (-2 * j / Dh) for j in range(Dh // 2)], dtype=torch.float64)
+    m = torch.arange(start, start + L, dtype=torch.float64)[:, None]
+    z = torch.view_as_complex(x.double().reshape(*x.shape[:-1], Dh // 2, 2).contiguous())  # x_{2j} + i x_{2j+1}
+    turned = z * torch.polar(torch.ones_like(m * theta), m * theta)
+    return torch.view_as_real(turned).reshape(x.shape).to(x.dtype)
+
+
+@pytest.mark.parametrize("start", [0, 5, 300])
+def test_rotary_is_the_complex_multiplication_written_here(start):
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 7, 16)  # (B, H, L, Dh)
+    rotated = apply_rotary(x, start)
+    torch.testing.assert_close(rotated, _rotate_by_complex_numbers(x, start), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(rotated.norm(dim=-1), x.norm(dim=-1))  # a rotation keeps lengths
+    assert torch.equal(apply_rotary(x, 0)[..., 0, :], x[..., 0, :])  # position 0 is not turned
+
+
+def test_rotated_scores_depend_only_on_the_distance():
+    torch.manual_seed(0)
+    q, k = torch.randn(2, 4, 6, 16), torch.randn(2, 4, 6, 16)  # (B, H, L, Dh)
+    scores = apply_rotary(q, 0) @ apply_rotary(k, 0).transpose(-2, -1)  # q_m · k_n for m, n in 0..5
+    for shift in (1, 17, 250):
+        shifted = apply_rotary(q, shift) @ apply_rotary(k, shift).transpose(-2, -1)  # m + shift, n + shift
+        torch.testing.assert_close(shifted, scores, atol=1e-4, rtol=1e-4)
+    assert not torch.allclose(apply_rotary(q, 3) @ apply_rotary(k, 0).transpose(-2, -1), scores, atol=1e-2)  # m - n changed
+
+
+def test_rotary_attention_is_attention_over_rotated_queries_and_keys():
+    torch.manual_seed(0)
+    attn = MultiHeadAttention(32, 4, dropout=0.0, n_kv_heads=2, rotary_base=10000.0).eval()
+    x, mask = torch.randn(2, 6, 32), causal_mask(6)
+    q = _rotate_by_complex_numbers(attn.w_q(x).view(2, 6, 4, 8).transpose(1, 2), 0)  # (B, H, T, Dh)
+    k = _rotate_by_complex_numbers(attn.w_k(x).view(2, 6, 2, 8).transpose(1, 2), 0).repeat_interleave(2, dim=1)
+    v = attn.w_v(x).view(2, 6, 2, 8).transpose(1, 2).repeat_interleave(2, dim=1)  # values are not rotated
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, H, T, Dh)
+    expected = attn.w_o(out.transpose(1, 2).reshape(2, 6, 32))
+    torch.testing.assert_close(attn(x, x, x, mask), expected, atol=1e-5, rtol=1e-5)  # fused Q/K/V
+    torch.testing.assert_close(attn(x, x.clone(), x.clone(), mask), expected, atol=1e-5, rtol=1e-5)  # separate
+
+
+def test_rotary_model_adds_nothing_and_rotates_self_attention_only():
+    model, paper = small_model(positional="rotary"), small_model()
+    assert isinstance(model.src_pos, EmbeddingDropout) and isinstance(model.tgt_pos, EmbeddingDropout)
+    assert model.num_parameters() == paper.num_parameters() and list(model.state_dict()) == list(paper.state_dict())
+    assert all(layer.self_attn.rotary_base == 10000.0 for layer in [*model.encoder.layers, *model.decoder.layers])
+    assert all(layer.cross_attn.rotary_base is None for layer in model.decoder.layers)
+    assert all(layer.self_attn.rotary_base is None for layer in paper.encoder.layers)
+    model.train()
+    src, tgt = batch()
+    run(model, src, tgt).logsumexp(-1).mean().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
+
+
+def test_rotary_encoder_sees_order_without_any_added_position():
+    # Without positions self-attention is permutation-equivariant; the rotation is what breaks it.
+    model = small_model(positional="rotary").eval()
+    src = torch.randint(1, SRC_V, (1, 6))
+    perm = torch.tensor([3, 0, 5, 1, 4, 2])
+    with torch.no_grad():
+        assert not torch.allclose(model.encode(src)[:, perm], model.encode(src[:, perm]), atol=1e-3)
+
+
+def test_rotary_decodes_past_max_len_identically_with_the_cache():
+    model = small_model(positional="rotary", max_len=8).eval()
+    src, _ = batch()
+    src_mask = padding_mask(src, PAD)
+    recomputed = greedy_decode(model, src, src_mask, 20, 1)  # 21 positions > max_len: no table to run out of
+    assert recomputed.shape == (3, 21)
+    assert torch.equal(greedy_decode(model, src, src_mask, 20, 1, use_cache=True), recomputed)
+    ys = beam_search(model, src, src_mask, 20, 1, 2, beam_size=3)
+    assert torch.equal(beam_search(model, src, src_mask, 20, 1, 2, beam_size=3, use_cache=True), ys)

@@ -40,9 +40,12 @@ class ModelConfig:
     # P_drop. Paper §5.4: on sublayer outputs and on embeddings+positions. Departures, both from tensor2tensor:
     # also on the attention weights (attention_dropout) and on the feed-forward's hidden activations (relu_dropout).
     dropout: float = 0.1
-    max_len: int = 512  # rows of the positional table: the longest sequence the model accepts
-    pe_base: float = 10000.0  # paper: 10000 in sin(pos / base^(2i/d_model)); some tutorials print 1000
-    positional: Literal["sinusoidal", "learned"] = "sinusoidal"  # paper §3.5 tried both, kept sinusoidal
+    max_len: int = 512  # rows of the positional table: the longest sequence the model accepts (rotary has no table, no limit)
+    pe_base: float = 10000.0  # paper: 10000 in sin(pos / base^(2i/d_model)); some tutorials print 1000; rotary's base too
+    # Paper §3.5 tried "sinusoidal" and "learned", kept sinusoidal. "rotary": RoFormer (Su et al. 2021) adds nothing to
+    # the embeddings and rotates each self-attention query and key by its position (pairs of dimensions, base pe_base);
+    # cross-attention is not rotated.
+    positional: Literal["sinusoidal", "learned", "rotary"] = "sinusoidal"
     norm_first: bool = False  # paper: post-LN, LayerNorm(x + Sublayer(x)); True is pre-LN
     # Paper §3.4: the output projection (pre-softmax linear) shares its weight matrix with the target embedding.
     # False gives the projection a matrix of its own (the copy task and the checks' small models use that).

@@ -109,6 +109,28 @@ class LearnedPositionalEmbedding(nn.Module):
         return self.dropout(x + self.table(positions))  # (B, L, D) + (L, D)
 
 
+class EmbeddingDropout(nn.Module):
+    """Dropout on the embeddings alone, for a model whose positions are not added to them (rotary).
+
+    With ``ModelConfig.positional="rotary"`` (RoFormer, Su et al. 2021) positions
+    rotate the queries and keys inside self-attention
+    (:mod:`transformer_lessons.rotary`); what §5.4 drops out, "the sums of the
+    embeddings and the positional encodings", is then the embeddings. It takes an
+    ``offset`` like the positional modules and has no length limit.
+
+    Shape:
+        ``(B, L, D)`` -> ``(B, L, D)``.
+    """
+
+    def __init__(self, dropout: float = 0.1):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """``offset`` is accepted for the cached decoder's sake and not used: the positions are in the attention."""
+        return self.dropout(x)
+
+
 def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
     """Layer normalisation written out: ``gain * (x - mean) / sqrt(var + eps) + bias`` over the last axis.
 

@@ -13,6 +13,7 @@ from transformer_lessons.attention import MultiHeadAttention
 from transformer_lessons.config import ModelConfig
 from transformer_lessons.kv_cache import KVCache, step_mask
 from transformer_lessons.layers import (
+    EmbeddingDropout,
     Embeddings,
     LearnedPositionalEmbedding,
     PositionalEncoding,
@@ -39,9 +40,10 @@ class EncoderLayer(nn.Module):
         norm: str = "layernorm",
         ffn: str = "relu",
         n_kv_heads: int | None = None,
+        rotary_base: float | None = None,
     ):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout, n_kv_heads)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout, n_kv_heads, rotary_base)
         self.feed_forward = make_feed_forward(ffn, d_model, d_ff, dropout)
         self.sublayers = nn.ModuleList(SublayerConnection(d_model, dropout, norm_first, norm) for _ in range(2))
 
@@ -71,10 +73,12 @@ class DecoderLayer(nn.Module):
         norm: str = "layernorm",
         ffn: str = "relu",
         n_kv_heads: int | None = None,
+        rotary_base: float | None = None,
     ):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout, n_kv_heads)
-        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout, n_kv_heads)  # shared K/V heads here too (Shazeer 2019)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout, n_kv_heads, rotary_base)
+        # Shared K/V heads here too (Shazeer 2019); never rotated: target queries and source keys count different sentences.
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout, n_kv_heads)
         self.feed_forward = make_feed_forward(ffn, d_model, d_ff, dropout)
         self.sublayers = nn.ModuleList(SublayerConnection(d_model, dropout, norm_first, norm) for _ in range(3))
 
@@ -99,8 +103,9 @@ class DecoderLayer(nn.Module):
         t, T = cache.self_k[layer].size(2), x.size(1)  # this layer's cached positions (earlier layers already appended)
 
         def self_attention(y: torch.Tensor) -> torch.Tensor:
-            k, v = cache.append(layer, *self.self_attn.project_kv(y, y))  # (B, Hkv, t + T, Dh) each
-            return self.self_attn.attend(y, k, v, step_mask(T, t, y.device))  # (B, T, D)
+            # Keys (and, in attend, queries) at their absolute positions t .. t + T - 1: rotary rotates them there.
+            k, v = cache.append(layer, *self.self_attn.project_kv(y, y, offset=t))  # (B, Hkv, t + T, Dh) each
+            return self.self_attn.attend(y, k, v, step_mask(T, t, y.device), offset=t)  # (B, T, D)
 
         x = self.sublayers[0](x, self_attention)
         x = self.sublayers[1](x, lambda y: self.cross_attn.attend(y, cache.cross_k[layer], cache.cross_v[layer], src_mask))
@@ -126,9 +131,11 @@ class Encoder(nn.Module):
         norm: str = "layernorm",
         ffn: str = "relu",
         n_kv_heads: int | None = None,
+        rotary_base: float | None = None,
     ):
         super().__init__()
-        self.layers = nn.ModuleList(EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first, norm, ffn, n_kv_heads) for _ in range(n_layers))
+        options = (norm_first, norm, ffn, n_kv_heads, rotary_base)
+        self.layers = nn.ModuleList(EncoderLayer(d_model, n_heads, d_ff, dropout, *options) for _ in range(n_layers))
         self.norm = make_norm(norm, d_model) if norm_first else nn.Identity()
 
     def forward(self, x: torch.Tensor, src_mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -151,9 +158,11 @@ class Decoder(nn.Module):
         norm: str = "layernorm",
         ffn: str = "relu",
         n_kv_heads: int | None = None,
+        rotary_base: float | None = None,
     ):
         super().__init__()
-        self.layers = nn.ModuleList(DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first, norm, ffn, n_kv_heads) for _ in range(n_layers))
+        options = (norm_first, norm, ffn, n_kv_heads, rotary_base)
+        self.layers = nn.ModuleList(DecoderLayer(d_model, n_heads, d_ff, dropout, *options) for _ in range(n_layers))
         self.norm = make_norm(norm, d_model) if norm_first else nn.Identity()
 
     def forward(
@@ -202,10 +211,14 @@ class Transformer(nn.Module):
         elif c.positional == "learned":
             self.src_pos = LearnedPositionalEmbedding(c.d_model, c.dropout, c.max_len)
             self.tgt_pos = LearnedPositionalEmbedding(c.d_model, c.dropout, c.max_len)
+        elif c.positional == "rotary":  # RoFormer: nothing added, self-attention rotates its queries and keys
+            self.src_pos, self.tgt_pos = EmbeddingDropout(c.dropout), EmbeddingDropout(c.dropout)
         else:
-            raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {c.positional!r}")
-        self.encoder = Encoder(c.n_layers, c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first, c.norm, c.ffn, c.n_kv_heads)
-        self.decoder = Decoder(c.n_layers, c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first, c.norm, c.ffn, c.n_kv_heads)
+            raise ValueError(f"positional must be 'sinusoidal', 'learned' or 'rotary', got {c.positional!r}")
+        rotary_base = c.pe_base if c.positional == "rotary" else None  # RoFormer's 10000 is the sinusoid's base
+        options = (c.dropout, c.norm_first, c.norm, c.ffn, c.n_kv_heads, rotary_base)
+        self.encoder = Encoder(c.n_layers, c.d_model, c.n_heads, c.d_ff, *options)
+        self.decoder = Decoder(c.n_layers, c.d_model, c.n_heads, c.d_ff, *options)
         self.generator = nn.Linear(c.d_model, tgt_vocab_size)  # pre-softmax projection to the vocabulary
         self._init_weights()
         if c.tie_embeddings:
@@ -252,7 +265,8 @@ class Transformer(nn.Module):
         Equal, up to float rounding, to ``decode(memory, src_mask, prefix,
         causal_mask(t + T))[:, -1]`` where ``prefix`` is every token fed so far
         (see :mod:`transformer_lessons.kv_cache`). The new positions get the
-        positional encoding of their index ``t, …, t + T - 1``, not ``0``.
+        positional encoding of their index ``t, …, t + T - 1``, not ``0`` (with
+        rotary positions: their queries and keys are rotated to those indices).
 
         Shape:
             tokens ``(B, T)``, the positions after the ``t`` in ``cache`` (usually
