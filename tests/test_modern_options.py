@@ -356,3 +356,34 @@ def test_rotary_decodes_past_max_len_identically_with_the_cache():
     assert torch.equal(greedy_decode(model, src, src_mask, 20, 1, use_cache=True), recomputed)
     ys = beam_search(model, src, src_mask, 20, 1, 2, beam_size=3)
     assert torch.equal(beam_search(model, src, src_mask, 20, 1, 2, beam_size=3, use_cache=True), ys)
+
+
+# --- every option at once, through a checkpoint ---------------------------------------------------
+
+
+def test_a_checkpoint_of_every_option_loads_back_and_exports(tmp_path):
+    from transformer_lessons.checkpoint import (
+        CHECKPOINT_FORMAT,
+        CHECKPOINT_VERSION,
+        export_for_inference,
+        load_checkpoint,
+        save_checkpoint,
+    )
+    from transformer_lessons.data import Vocab
+    from transformer_lessons.specials import SPECIALS
+
+    options = dict(norm="rmsnorm", ffn="swiglu", n_kv_heads=2, positional="rotary", norm_first=True, tie_embeddings=True)
+    model = small_model(**options).eval()
+    src_vocab = Vocab([*SPECIALS, *(f"s{i}" for i in range(SRC_V - len(SPECIALS)))])
+    tgt_vocab = Vocab([*SPECIALS, *(f"t{i}" for i in range(TGT_V - len(SPECIALS)))])
+    assert (len(src_vocab), len(tgt_vocab)) == (SRC_V, TGT_V)
+    ckpt = dict(format=CHECKPOINT_FORMAT, version=CHECKPOINT_VERSION, model=model.state_dict(), model_config=model.config.to_dict(),
+                src_vocab=src_vocab.to_dict(), tgt_vocab=tgt_vocab.to_dict())
+    save_checkpoint(ckpt, tmp_path / "best.pt")
+    src, tgt = batch()
+    for path in (tmp_path / "best.pt", tmp_path / "small.pt"):
+        if path.name == "small.pt":
+            export_for_inference(tmp_path / "best.pt", path, dtype=torch.float32)
+        loaded, *_ = load_checkpoint(path, "cpu")
+        assert loaded.config == model.config
+        assert torch.equal(run(loaded, src, tgt), run(model, src, tgt))
