@@ -19,6 +19,12 @@ CONFIGS = [
     pytest.param(dict(norm_first=False, tie_embeddings=True, positional="sinusoidal"), id="tied"),
     pytest.param(dict(norm_first=True, tie_embeddings=True, positional="learned"), id="pre-norm-tied-learned"),
     pytest.param(dict(norm_first=False, tie_embeddings=False, positional="learned"), id="learned"),
+    # Grouped-query and multi-query attention: the cache holds the shared key/value heads only.
+    pytest.param(dict(norm_first=False, tie_embeddings=False, positional="sinusoidal", n_kv_heads=2), id="gqa"),
+    pytest.param(dict(norm_first=True, tie_embeddings=True, n_kv_heads=1, norm="rmsnorm", ffn="swiglu"), id="mqa-rmsnorm-swiglu"),
+    # Rotary positions: a new position's key is rotated at its absolute index before it is cached.
+    pytest.param(dict(norm_first=False, tie_embeddings=False, positional="rotary"), id="rotary"),
+    pytest.param(dict(norm_first=True, tie_embeddings=True, positional="rotary", n_kv_heads=2, norm="rmsnorm", ffn="swiglu"), id="rotary-gqa-all"),
 ]
 
 

@@ -201,7 +201,7 @@ def test_learned_positions_option() -> None:
 
 def test_unknown_positional_raises() -> None:
     with pytest.raises(ValueError, match="positional"):
-        small_model(positional="rotary")
+        small_model(positional="banana")
 
 
 def test_norm_first_builds_final_layer_norms_and_runs() -> None:

@@ -4,6 +4,17 @@ Paper: §3.2.1 (Eq. 1) and §3.2.2.
 
     Attention(Q, K, V) = softmax(Q Kᵀ / √d_k) V
     MultiHead(Q, K, V) = Concat(head_1, …, head_h) W^O,  head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)
+
+Since the paper, ``n_kv_heads < n_heads`` shares each key/value head among
+``n_heads / n_kv_heads`` query heads: grouped-query attention (Ainslie et al.
+2023, "GQA"), and with one key/value head multi-query attention (Shazeer 2019,
+"Fast Transformer Decoding: One Write-Head is All You Need"). A decoder's
+key/value cache then holds ``n_kv_heads`` heads instead of ``n_heads``.
+
+    head_i = Attention(Q W_i^Q, K W_g(i)^K, V W_g(i)^V),  g(i) = i // (n_heads / n_kv_heads)
+
+Built with ``rotary_base``, the projected queries and keys are rotated by their
+positions (RoFormer, Su et al. 2021; :mod:`transformer_lessons.rotary`).
 """
 
 from __future__ import annotations
@@ -14,6 +25,8 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from transformer_lessons.rotary import apply_rotary
 
 
 def _check_mask(mask: torch.Tensor) -> None:
@@ -78,10 +91,20 @@ class MultiHeadAttention(nn.Module):
         n_heads: number of heads ``H``; each works in ``Dh = D / H`` dimensions.
         dropout: dropout on the attention weights (an addition to the paper; see
             :func:`scaled_dot_product_attention`).
+        n_kv_heads: key/value heads ``Hkv``; ``None`` (the paper's multi-head
+            attention) is ``H``. Fewer share each key/value head among ``H / Hkv``
+            consecutive query heads (GQA, Ainslie et al. 2023; ``1`` is multi-query
+            attention, Shazeer 2019); ``W^K, W^V`` are then ``(D, Hkv * Dh)``.
+        rotary_base: ``None`` (the paper) leaves queries and keys as projected;
+            a number rotates them by their positions with that base (RoFormer:
+            10000). For self-attention: queries and keys count positions from 0
+            (``offset`` in :meth:`project_q`, :meth:`project_kv`, :meth:`attend`
+            moves a cached decoder's new positions to their absolute index).
 
     Shape:
         query ``(B, T, D)``, key and value ``(B, S, D)``, mask broadcastable to
-        ``(B, H, T, S)``; output ``(B, T, D)``.
+        ``(B, H, T, S)``; output ``(B, T, D)``. Projected keys and values are
+        ``(B, Hkv, S, Dh)``.
 
     Attributes:
         attn_weights: the last call's weights ``(B, H, T, S)`` (detached), or
@@ -92,17 +115,22 @@ class MultiHeadAttention(nn.Module):
             records, ``False`` never does.
     """
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.1):
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.1, n_kv_heads: int | None = None, rotary_base: float | None = None):
         super().__init__()
         if d_model % n_heads != 0:
             raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads}): each head gets d_model / n_heads dimensions")
+        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        if isinstance(n_kv_heads, bool) or not isinstance(n_kv_heads, int) or n_kv_heads < 1 or n_heads % n_kv_heads:
+            raise ValueError(f"n_kv_heads must be a whole number >= 1 that divides n_heads ({n_heads}) or None, got {n_kv_heads!r}")
         self.d_model = d_model
         self.n_heads = n_heads
+        self.n_kv_heads = n_kv_heads  # paper: = n_heads; fewer is GQA / multi-query (Ainslie et al. 2023; Shazeer 2019)
         self.d_head = d_model // n_heads
-        # W^Q, W^K, W^V hold all heads side by side: (D, H * Dh) = (D, D).
+        self.rotary_base = rotary_base  # paper: None, positions are added to the embeddings instead (§3.5)
+        # W^Q holds all heads side by side: (D, H * Dh) = (D, D); W^K, W^V hold the Hkv shared ones: (D, Hkv * Dh).
         self.w_q = nn.Linear(d_model, d_model)
-        self.w_k = nn.Linear(d_model, d_model)
-        self.w_v = nn.Linear(d_model, d_model)
+        self.w_k = nn.Linear(d_model, n_kv_heads * self.d_head)
+        self.w_v = nn.Linear(d_model, n_kv_heads * self.d_head)
         self.w_o = nn.Linear(d_model, d_model)
         self.dropout = nn.Dropout(dropout)
         self.record_weights: bool | None = None
@@ -110,7 +138,7 @@ class MultiHeadAttention(nn.Module):
 
     def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
         B, L, _ = x.shape
-        return x.view(B, L, self.n_heads, self.d_head).transpose(1, 2)  # (B, L, D) -> (B, H, L, Dh)
+        return x.view(B, L, -1, self.d_head).transpose(1, 2)  # (B, L, H * Dh) -> (B, H, L, Dh); H or Hkv heads
 
     def forward(
         self,
@@ -124,12 +152,19 @@ class MultiHeadAttention(nn.Module):
         q = self.project_q(query)  # (B, H, T, Dh); projected first, as always, so gradients sum in the same order
         return self._attend_heads(q, *self.project_kv(key, value), mask)
 
-    def project_q(self, query: torch.Tensor) -> torch.Tensor:
-        """``Q W^Q``, split into heads: ``(B, T, D)`` -> ``(B, H, T, Dh)``."""
-        return self._split_heads(self.w_q(query))
+    def _rotate(self, x: torch.Tensor, offset: int) -> torch.Tensor:
+        """Queries or keys ``(B, H or Hkv, L, Dh)`` rotated to positions ``offset …`` (RoFormer), or as they are (the paper)."""
+        return x if self.rotary_base is None else apply_rotary(x, offset, self.rotary_base)
 
-    def project_kv(self, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``K W^K`` and ``V W^V``, split into heads: ``(B, S, D)`` each -> ``(B, H, S, Dh)`` each.
+    def project_q(self, query: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """``Q W^Q``, split into heads (and rotated, with ``rotary_base``, to positions ``offset …``): ``(B, T, D)`` -> ``(B, H, T, Dh)``."""
+        return self._rotate(self._split_heads(self.w_q(query)), offset)
+
+    def project_kv(self, key: torch.Tensor, value: torch.Tensor, offset: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        """``K W^K`` and ``V W^V``, split into heads: ``(B, S, D)`` each -> ``(B, Hkv, S, Dh)`` each (``Hkv = H`` in the paper).
+
+        With ``rotary_base`` the keys (not the values) are rotated to positions
+        ``offset …``: a cached decoder stores them rotated at their absolute index.
 
         Kept apart from :meth:`attend` so that a decoder can compute them once and
         reuse them (a key/value cache, :mod:`transformer_lessons.kv_cache`).
@@ -137,13 +172,14 @@ class MultiHeadAttention(nn.Module):
         both come from one matmul, as in :meth:`project_qkv`.
         """
         if key is value:
-            return self._fused_projection(key, (self.w_k, self.w_v))
-        k = self._split_heads(self.w_k(key))  # (B, H, S, Dh)
-        v = self._split_heads(self.w_v(value))  # (B, H, S, Dh)
-        return k, v
+            k, v = self._fused_projection(key, (self.w_k, self.w_v))  # (B, Hkv, S, Dh) each
+        else:
+            k = self._split_heads(self.w_k(key))  # (B, Hkv, S, Dh)
+            v = self._split_heads(self.w_v(value))  # (B, Hkv, S, Dh)
+        return self._rotate(k, offset), v
 
     def project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``x W^Q``, ``x W^K``, ``x W^V`` for self-attention, in one matmul: ``(B, L, D)`` -> 3 x ``(B, H, L, Dh)``.
+        """``x W^Q``, ``x W^K``, ``x W^V`` for self-attention, in one matmul: ``(B, L, D)`` -> ``(B, H, L, Dh)``, 2 x ``(B, Hkv, L, Dh)``.
 
         The same numbers as ``project_q(x)`` and ``project_kv(x, x)`` (up to float
         rounding: the input's gradient sums over the three in one matmul), for
@@ -152,24 +188,36 @@ class MultiHeadAttention(nn.Module):
         here the weights stay the three ``nn.Linear`` of the paper's ``W^Q, W^K, W^V``
         (so checkpoints and the lessons see them), stacked on every call.
         """
-        return self._fused_projection(x, (self.w_q, self.w_k, self.w_v))
+        q, k, v = self._fused_projection(x, (self.w_q, self.w_k, self.w_v))
+        return self._rotate(q, 0), self._rotate(k, 0), v
 
     def _fused_projection(self, x: torch.Tensor, linears: tuple[nn.Linear, ...]) -> tuple[torch.Tensor, ...]:
-        """``x`` through each of ``linears`` in one ``F.linear``, split into heads: ``(B, L, D)`` -> n x ``(B, H, L, Dh)``."""
-        B, L, _ = x.shape
-        weight = torch.cat([linear.weight for linear in linears])  # n x (D, D) -> (n D, D)
-        bias = torch.cat([linear.bias for linear in linears])  # (n D,)
-        y = F.linear(x, weight, bias)  # (B, L, D) -> (B, L, n D)
-        y = y.view(B, L, len(linears), self.n_heads, self.d_head).permute(2, 0, 3, 1, 4)  # (n, B, H, L, Dh)
-        return y.unbind(0)  # n x (B, H, L, Dh)
+        """``x`` through each of ``linears`` in one ``F.linear``, split into heads: ``(B, L, D)`` -> n x ``(B, H or Hkv, L, Dh)``."""
+        weight = torch.cat([linear.weight for linear in linears])  # (H Dh or Hkv Dh, D) each -> (sum, D)
+        bias = torch.cat([linear.bias for linear in linears])  # (sum,)
+        y = F.linear(x, weight, bias)  # (B, L, D) -> (B, L, sum)
+        widths = [linear.out_features for linear in linears]
+        return tuple(self._split_heads(part) for part in y.split(widths, dim=-1))  # n x (B, H or Hkv, L, Dh)
 
-    def attend(self, query: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Attention of ``query (B, T, D)`` over already projected ``k, v (B, H, S, Dh)`` -> ``(B, T, D)``."""
-        return self._attend_heads(self.project_q(query), k, v, mask)
+    def attend(
+        self, query: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None, offset: int = 0
+    ) -> torch.Tensor:
+        """Attention of ``query (B, T, D)`` (its first position at index ``offset``) over already projected ``k, v (B, Hkv, S, Dh)`` -> ``(B, T, D)``."""
+        return self._attend_heads(self.project_q(query, offset), k, v, mask)
+
+    def _share_kv_heads(self, x: torch.Tensor) -> torch.Tensor:
+        """Each of the ``Hkv`` key/value heads repeated for its ``H / Hkv`` query heads: ``(B, Hkv, S, Dh)`` -> ``(B, H, S, Dh)``.
+
+        Query head ``i`` reads key/value head ``i // (H / Hkv)`` (Ainslie et al. 2023, Fig. 2).
+        With ``Hkv = H`` (the paper) nothing is repeated.
+        """
+        group = self.n_heads // x.size(1)
+        return x if group == 1 else x.repeat_interleave(group, dim=1)  # (B, Hkv, S, Dh) -> (B, H, S, Dh)
 
     def _attend_heads(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        """Attention of projected ``q (B, H, T, Dh)`` over ``k, v (B, H, S, Dh)``, heads merged and mixed by ``W^O`` -> ``(B, T, D)``."""
+        """Attention of projected ``q (B, H, T, Dh)`` over ``k, v (B, Hkv, S, Dh)``, heads merged and mixed by ``W^O`` -> ``(B, T, D)``."""
         B, _, T, _ = q.shape
+        k, v = self._share_kv_heads(k), self._share_kv_heads(v)  # (B, H, S, Dh) each
         record = self.record_weights if self.record_weights is not None else not self.training
         if record:
             out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)  # (B, H, T, Dh), (B, H, T, S)

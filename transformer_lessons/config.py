@@ -43,13 +43,27 @@ class ModelConfig:
     # P_drop. Paper §5.4: on sublayer outputs and on embeddings+positions. Departures, both from tensor2tensor:
     # also on the attention weights (attention_dropout) and on the feed-forward's hidden activations (relu_dropout).
     dropout: float = 0.1
-    max_len: int = 512  # rows of the positional table: the longest sequence the model accepts
-    pe_base: float = 10000.0  # paper: 10000 in sin(pos / base^(2i/d_model)); some tutorials print 1000
-    positional: Literal["sinusoidal", "learned"] = "sinusoidal"  # paper §3.5 tried both, kept sinusoidal
+    max_len: int = 512  # rows of the positional table: the longest sequence the model accepts (rotary has no table, no limit)
+    pe_base: float = 10000.0  # paper: 10000 in sin(pos / base^(2i/d_model)); some tutorials print 1000; rotary's base too
+    # Paper §3.5 tried "sinusoidal" and "learned", kept sinusoidal. "rotary": RoFormer (Su et al. 2021) adds nothing to
+    # the embeddings and rotates each self-attention query and key by its position (pairs of dimensions, base pe_base);
+    # cross-attention is not rotated.
+    positional: Literal["sinusoidal", "learned", "rotary"] = "sinusoidal"
     norm_first: bool = False  # paper: post-LN, LayerNorm(x + Sublayer(x)); True is pre-LN
     # Paper §3.4: the output projection (pre-softmax linear) shares its weight matrix with the target embedding.
     # False gives the projection a matrix of its own (the copy task and the checks' small models use that).
     tie_embeddings: bool = True
+    # --- since the paper: each off by default, each a departure used by today's models ---
+    # Zhang & Sennrich (2019), "Root Mean Square Layer Normalization": x / sqrt(mean(x²) + eps) · g, no mean, no bias.
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"  # paper §3.1: LayerNorm (Ba et al. 2016)
+    # Shazeer (2020), "GLU Variants Improve Transformer": W2(SiLU(W1 x) ⊙ W3 x), no biases, hidden width round(2 d_ff / 3)
+    # so that its three matrices hold about the parameters of the ReLU network's two.
+    ffn: Literal["relu", "swiglu"] = "relu"  # paper §3.3, Eq. 2: max(0, x W1 + b1) W2 + b2
+    # Key/value heads, each shared by n_heads / n_kv_heads query heads: grouped-query attention (Ainslie et al. 2023,
+    # "GQA"); 1 is multi-query attention (Shazeer 2019, "Fast Transformer Decoding: One Write-Head is All You Need").
+    # In every attention layer, as Shazeer's multi-query translation model; it must divide n_heads. The decoder's
+    # key/value cache shrinks by n_heads / n_kv_heads.
+    n_kv_heads: int | None = None  # paper §3.2.2: None = n_heads, every head its own keys and values
 
     @property
     def d_head(self) -> int:

@@ -38,10 +38,14 @@ class KVCache:
     """Per decoder layer, the keys and values a decoding step reuses.
 
     Attributes:
-        self_k, self_v: per layer ``(B, H, t, Dh)``, the self-attention keys and
+        self_k, self_v: per layer ``(B, Hkv, t, Dh)``, the self-attention keys and
             values of the ``t`` positions decoded so far (grow by one per step).
-        cross_k, cross_v: per layer ``(B, H, S, Dh)``, the cross-attention keys
+        cross_k, cross_v: per layer ``(B, Hkv, S, Dh)``, the cross-attention keys
             and values of the memory (fixed for the sentence).
+
+    ``Hkv`` is the model's key/value heads: ``H`` in the paper, fewer with
+    grouped-query or multi-query attention (``ModelConfig.n_kv_heads``), which
+    is what makes the cache ``H / Hkv`` times smaller.
     """
 
     self_k: list[torch.Tensor]
@@ -58,10 +62,15 @@ class KVCache:
     def batch_size(self) -> int:
         return self.cross_k[0].size(0)
 
+    @property
+    def nbytes(self) -> int:
+        """The bytes its tensors hold: ``2 · layers · B · Hkv · (t + S) · Dh`` numbers."""
+        return sum(x.nelement() * x.element_size() for tensors in (self.self_k, self.self_v, self.cross_k, self.cross_v) for x in tensors)
+
     def append(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Add the new positions' ``k, v (B, H, T, Dh)`` to ``layer``; return all its keys and values ``(B, H, t + T, Dh)``."""
-        self.self_k[layer] = torch.cat([self.self_k[layer], k], dim=2)  # (B, H, t, Dh) -> (B, H, t + T, Dh)
-        self.self_v[layer] = torch.cat([self.self_v[layer], v], dim=2)  # (B, H, t, Dh) -> (B, H, t + T, Dh)
+        """Add the new positions' ``k, v (B, Hkv, T, Dh)`` to ``layer``; return all its keys and values ``(B, Hkv, t + T, Dh)``."""
+        self.self_k[layer] = torch.cat([self.self_k[layer], k], dim=2)  # (B, Hkv, t, Dh) -> (B, Hkv, t + T, Dh)
+        self.self_v[layer] = torch.cat([self.self_v[layer], v], dim=2)  # (B, Hkv, t, Dh) -> (B, Hkv, t + T, Dh)
         return self.self_k[layer], self.self_v[layer]
 
     def reorder(self, index: torch.Tensor) -> None:
@@ -72,7 +81,7 @@ class KVCache:
         """
         for tensors in (self.self_k, self.self_v, self.cross_k, self.cross_v):
             for layer, x in enumerate(tensors):
-                tensors[layer] = x.index_select(0, index)  # (B, H, L, Dh) -> (B', H, L, Dh)
+                tensors[layer] = x.index_select(0, index)  # (B, Hkv, L, Dh) -> (B', Hkv, L, Dh)
 
 
 def step_mask(T: int, t: int, device: torch.device | None = None) -> torch.Tensor | None:

@@ -2,7 +2,9 @@
 
 Embeddings (§3.4), positional encoding (§3.5), layer normalisation (Ba et al.
 2016, used in §3.1), the position-wise feed-forward network (§3.3) and the
-residual sublayer connection (§3.1, §5.4).
+residual sublayer connection (§3.1, §5.4). Since the paper: RMSNorm (Zhang &
+Sennrich 2019, ``ModelConfig.norm="rmsnorm"``) and the SwiGLU feed-forward
+(Shazeer 2020, ``ModelConfig.ffn="swiglu"``).
 """
 
 from __future__ import annotations
@@ -107,6 +109,28 @@ class LearnedPositionalEmbedding(nn.Module):
         return self.dropout(x + self.table(positions))  # (B, L, D) + (L, D)
 
 
+class EmbeddingDropout(nn.Module):
+    """Dropout on the embeddings alone, for a model whose positions are not added to them (rotary).
+
+    With ``ModelConfig.positional="rotary"`` (RoFormer, Su et al. 2021) positions
+    rotate the queries and keys inside self-attention
+    (:mod:`transformer_lessons.rotary`); what §5.4 drops out, "the sums of the
+    embeddings and the positional encodings", is then the embeddings. It takes an
+    ``offset`` like the positional modules and has no length limit.
+
+    Shape:
+        ``(B, L, D)`` -> ``(B, L, D)``.
+    """
+
+    def __init__(self, dropout: float = 0.1):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """``offset`` is accepted for the cached decoder's sake and not used: the positions are in the attention."""
+        return self.dropout(x)
+
+
 def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
     """Layer normalisation written out: ``gain * (x - mean) / sqrt(var + eps) + bias`` over the last axis.
 
@@ -146,6 +170,52 @@ class LayerNorm(nn.Module):
         return F.layer_norm(x, self.weight.shape, self.weight, self.bias, self.eps)  # = layer_norm(x, weight, bias, eps)
 
 
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    """Root-mean-square normalisation written out: ``gain * x / sqrt(mean(x²) + eps)`` over the last axis.
+
+    Zhang & Sennrich (2019), "Root Mean Square Layer Normalization", Eq. 4: LayerNorm
+    without the mean subtraction and without the bias. Only the scale is normalised
+    (re-centring, they found, is not what makes LayerNorm work), which saves one
+    reduction. ``eps`` inside the square root, as ``torch.nn.RMSNorm``, T5 and LLaMA put it.
+
+    Shape:
+        x ``(..., D)``, weight ``(D,)`` -> ``(..., D)``.
+    """
+    mean_square = x.pow(2).mean(dim=-1, keepdim=True)  # (..., 1)
+    return weight * x / torch.sqrt(mean_square + eps)
+
+
+class RMSNorm(nn.Module):
+    """RMSNorm (Zhang & Sennrich 2019): :func:`rms_norm` with a trained gain, no bias.
+
+    A departure from the paper (``ModelConfig.norm="rmsnorm"``; the paper's is
+    :class:`LayerNorm`). ``forward`` uses PyTorch's fused ``F.rms_norm``; it equals
+    :func:`rms_norm` and ``torch.nn.RMSNorm(d_model, eps)`` (``tests/test_modern_options.py``).
+
+    Shape:
+        ``(..., D)`` -> ``(..., D)``.
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-5):  # eps as our LayerNorm's; Zhang & Sennrich's code uses 1e-8
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d_model))  # gain g; the name matches nn.RMSNorm
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.rms_norm(x, self.weight.shape, self.weight, self.eps)  # = rms_norm(x, weight, eps)
+
+
+#: The normalisations a model may use (``ModelConfig.norm``); the first is the paper's.
+NORMS = {"layernorm": LayerNorm, "rmsnorm": RMSNorm}
+
+
+def make_norm(kind: str, d_model: int) -> nn.Module:
+    """A :class:`LayerNorm` (``"layernorm"``, the paper's) or an :class:`RMSNorm` (``"rmsnorm"``) of width ``d_model``."""
+    if kind not in NORMS:
+        raise ValueError(f"norm must be one of {', '.join(map(repr, NORMS))}, got {kind!r}")
+    return NORMS[kind](d_model)
+
+
 class PositionwiseFeedForward(nn.Module):
     """FFN(x) = max(0, x W1 + b1) W2 + b2, applied to every position alike (§3.3, Eq. 2).
 
@@ -164,21 +234,71 @@ class PositionwiseFeedForward(nn.Module):
         return self.w_2(self.dropout(hidden))  # (B, L, d_ff) -> (B, L, D)
 
 
+def swiglu_hidden_width(d_ff: int) -> int:
+    """The SwiGLU hidden width with the parameters of a ReLU network of inner width ``d_ff``: ``round(2 d_ff / 3)``.
+
+    Three ``(D, h)`` matrices instead of two ``(D, d_ff)``: ``3 h = 2 d_ff``
+    (Shazeer 2020, §2: the GLU variants reduce the hidden units by a factor of 2/3,
+    T5's 3072 to 2048). Rounded to the nearest whole number (2048 -> 1365); LLaMA
+    rounds up to a multiple of 256 instead, which we do not. The counts then differ
+    by the ReLU network's biases and the rounding: 0.15% at the base model's sizes.
+    """
+    return max(1, round(2 * d_ff / 3))
+
+
+class SwiGLUFeedForward(nn.Module):
+    """FFN_SwiGLU(x) = (SiLU(x W1) ⊙ x W3) W2 (Shazeer 2020, "GLU Variants Improve Transformer", Eq. 6).
+
+    A departure from the paper's ReLU network (``ModelConfig.ffn="swiglu"``): a
+    gated linear unit (Dauphin et al. 2017) whose gate is ``SiLU(z) = z·σ(z)``
+    (Swish with β = 1). The hidden width is :func:`swiglu_hidden_width` of
+    ``d_ff``, so that the three matrices hold about the parameters of the ReLU
+    network's two. No biases, as in Shazeer's experiments (and T5, LLaMA).
+
+    Shape:
+        ``(B, L, D)`` -> ``(B, L, D)`` through ``(B, L, h)``, ``h = round(2 d_ff / 3)``.
+    """
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.1):
+        super().__init__()
+        hidden = swiglu_hidden_width(d_ff)
+        self.w_1 = nn.Linear(d_model, hidden, bias=False)  # W: through SiLU, the gate
+        self.w_3 = nn.Linear(d_model, hidden, bias=False)  # V: the linear unit it gates
+        self.w_2 = nn.Linear(hidden, d_model, bias=False)  # W2: back to d_model
+        self.dropout = nn.Dropout(dropout)  # on the hidden activations, as PositionwiseFeedForward's
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = F.silu(self.w_1(x)) * self.w_3(x)  # (B, L, D) -> (B, L, h)
+        return self.w_2(self.dropout(hidden))  # (B, L, h) -> (B, L, D)
+
+
+#: The feed-forward networks a model may use (``ModelConfig.ffn``); the first is the paper's.
+FEED_FORWARDS = {"relu": PositionwiseFeedForward, "swiglu": SwiGLUFeedForward}
+
+
+def make_feed_forward(kind: str, d_model: int, d_ff: int, dropout: float = 0.1) -> nn.Module:
+    """The paper's ReLU :class:`PositionwiseFeedForward` (``"relu"``) or a :class:`SwiGLUFeedForward` (``"swiglu"``)."""
+    if kind not in FEED_FORWARDS:
+        raise ValueError(f"ffn must be one of {', '.join(map(repr, FEED_FORWARDS))}, got {kind!r}")
+    return FEED_FORWARDS[kind](d_model, d_ff, dropout)
+
+
 class SublayerConnection(nn.Module):
     """Residual connection around a sublayer, with its LayerNorm and dropout.
 
     Post-norm (the paper, §3.1 and §5.4): ``LayerNorm(x + Dropout(sublayer(x)))``.
     Pre-norm (``norm_first=True``, Xiong et al. 2020): ``x + Dropout(sublayer(LayerNorm(x)))``,
     which trains more stably without warm-up but needs a final LayerNorm after
-    the stack (the Encoder and Decoder add it).
+    the stack (the Encoder and Decoder add it). ``norm="rmsnorm"`` puts an
+    :class:`RMSNorm` where the LayerNorm is, in either order.
 
     Shape:
         ``(B, L, D)`` -> ``(B, L, D)``.
     """
 
-    def __init__(self, d_model: int, dropout: float = 0.1, norm_first: bool = False):
+    def __init__(self, d_model: int, dropout: float = 0.1, norm_first: bool = False, norm: str = "layernorm"):
         super().__init__()
-        self.norm = LayerNorm(d_model)
+        self.norm = make_norm(norm, d_model)
         self.dropout = nn.Dropout(dropout)
         self.norm_first = norm_first
 

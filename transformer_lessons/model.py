@@ -13,12 +13,13 @@ from transformer_lessons.attention import MultiHeadAttention
 from transformer_lessons.config import ModelConfig
 from transformer_lessons.kv_cache import KVCache, step_mask
 from transformer_lessons.layers import (
+    EmbeddingDropout,
     Embeddings,
-    LayerNorm,
     LearnedPositionalEmbedding,
     PositionalEncoding,
-    PositionwiseFeedForward,
     SublayerConnection,
+    make_feed_forward,
+    make_norm,
 )
 
 
@@ -29,11 +30,22 @@ class EncoderLayer(nn.Module):
         x ``(B, S, D)``, src_mask broadcastable to ``(B, 1, S, S)`` -> ``(B, S, D)``.
     """
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+        norm: str = "layernorm",
+        ffn: str = "relu",
+        n_kv_heads: int | None = None,
+        rotary_base: float | None = None,
+    ):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
-        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
-        self.sublayers = nn.ModuleList(SublayerConnection(d_model, dropout, norm_first) for _ in range(2))
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout, n_kv_heads, rotary_base)
+        self.feed_forward = make_feed_forward(ffn, d_model, d_ff, dropout)
+        self.sublayers = nn.ModuleList(SublayerConnection(d_model, dropout, norm_first, norm) for _ in range(2))
 
     def forward(self, x: torch.Tensor, src_mask: torch.Tensor | None = None) -> torch.Tensor:
         x = self.sublayers[0](x, lambda y: self.self_attn(y, y, y, src_mask))
@@ -51,12 +63,24 @@ class DecoderLayer(nn.Module):
         ``(B, 1, T, S)``, tgt_mask broadcastable to ``(B, 1, T, T)`` -> ``(B, T, D)``.
     """
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+        norm: str = "layernorm",
+        ffn: str = "relu",
+        n_kv_heads: int | None = None,
+        rotary_base: float | None = None,
+    ):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
-        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout)
-        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
-        self.sublayers = nn.ModuleList(SublayerConnection(d_model, dropout, norm_first) for _ in range(3))
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout, n_kv_heads, rotary_base)
+        # Shared K/V heads here too (Shazeer 2019); never rotated: target queries and source keys count different sentences.
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout, n_kv_heads)
+        self.feed_forward = make_feed_forward(ffn, d_model, d_ff, dropout)
+        self.sublayers = nn.ModuleList(SublayerConnection(d_model, dropout, norm_first, norm) for _ in range(3))
 
     def forward(
         self,
@@ -79,8 +103,9 @@ class DecoderLayer(nn.Module):
         t, T = cache.self_k[layer].size(2), x.size(1)  # this layer's cached positions (earlier layers already appended)
 
         def self_attention(y: torch.Tensor) -> torch.Tensor:
-            k, v = cache.append(layer, *self.self_attn.project_kv(y, y))  # (B, H, t + T, Dh) each
-            return self.self_attn.attend(y, k, v, step_mask(T, t, y.device))  # (B, T, D)
+            # Keys (and, in attend, queries) at their absolute positions t .. t + T - 1: rotary rotates them there.
+            k, v = cache.append(layer, *self.self_attn.project_kv(y, y, offset=t))  # (B, Hkv, t + T, Dh) each
+            return self.self_attn.attend(y, k, v, step_mask(T, t, y.device), offset=t)  # (B, T, D)
 
         x = self.sublayers[0](x, self_attention)
         x = self.sublayers[1](x, lambda y: self.cross_attn.attend(y, cache.cross_k[layer], cache.cross_v[layer], src_mask))
@@ -92,12 +117,26 @@ class Encoder(nn.Module):
 
     With pre-norm layers the stack ends with a LayerNorm (each layer's output is
     an un-normalised residual stream); the paper's post-norm needs none.
+    ``norm`` (``"layernorm"`` or ``"rmsnorm"``) picks every normalisation of the stack.
     """
 
-    def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False):
+    def __init__(
+        self,
+        n_layers: int,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+        norm: str = "layernorm",
+        ffn: str = "relu",
+        n_kv_heads: int | None = None,
+        rotary_base: float | None = None,
+    ):
         super().__init__()
-        self.layers = nn.ModuleList(EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first) for _ in range(n_layers))
-        self.norm = LayerNorm(d_model) if norm_first else nn.Identity()
+        options = (norm_first, norm, ffn, n_kv_heads, rotary_base)
+        self.layers = nn.ModuleList(EncoderLayer(d_model, n_heads, d_ff, dropout, *options) for _ in range(n_layers))
+        self.norm = make_norm(norm, d_model) if norm_first else nn.Identity()
 
     def forward(self, x: torch.Tensor, src_mask: torch.Tensor | None = None) -> torch.Tensor:
         for layer in self.layers:
@@ -106,12 +145,25 @@ class Encoder(nn.Module):
 
 
 class Decoder(nn.Module):
-    """A stack of ``n_layers`` decoder layers (final LayerNorm only with pre-norm)."""
+    """A stack of ``n_layers`` decoder layers (final LayerNorm, or RMSNorm, only with pre-norm)."""
 
-    def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False):
+    def __init__(
+        self,
+        n_layers: int,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+        norm: str = "layernorm",
+        ffn: str = "relu",
+        n_kv_heads: int | None = None,
+        rotary_base: float | None = None,
+    ):
         super().__init__()
-        self.layers = nn.ModuleList(DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first) for _ in range(n_layers))
-        self.norm = LayerNorm(d_model) if norm_first else nn.Identity()
+        options = (norm_first, norm, ffn, n_kv_heads, rotary_base)
+        self.layers = nn.ModuleList(DecoderLayer(d_model, n_heads, d_ff, dropout, *options) for _ in range(n_layers))
+        self.norm = make_norm(norm, d_model) if norm_first else nn.Identity()
 
     def forward(
         self,
@@ -159,10 +211,14 @@ class Transformer(nn.Module):
         elif c.positional == "learned":
             self.src_pos = LearnedPositionalEmbedding(c.d_model, c.dropout, c.max_len)
             self.tgt_pos = LearnedPositionalEmbedding(c.d_model, c.dropout, c.max_len)
+        elif c.positional == "rotary":  # RoFormer: nothing added, self-attention rotates its queries and keys
+            self.src_pos, self.tgt_pos = EmbeddingDropout(c.dropout), EmbeddingDropout(c.dropout)
         else:
-            raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {c.positional!r}")
-        self.encoder = Encoder(c.n_layers, c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first)
-        self.decoder = Decoder(c.n_layers, c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first)
+            raise ValueError(f"positional must be 'sinusoidal', 'learned' or 'rotary', got {c.positional!r}")
+        rotary_base = c.pe_base if c.positional == "rotary" else None  # RoFormer's 10000 is the sinusoid's base
+        options = (c.dropout, c.norm_first, c.norm, c.ffn, c.n_kv_heads, rotary_base)
+        self.encoder = Encoder(c.n_layers, c.d_model, c.n_heads, c.d_ff, *options)
+        self.decoder = Decoder(c.n_layers, c.d_model, c.n_heads, c.d_ff, *options)
         self.generator = nn.Linear(c.d_model, tgt_vocab_size)  # pre-softmax projection to the vocabulary
         self._init_weights()
         if c.tie_embeddings:
@@ -194,12 +250,13 @@ class Transformer(nn.Module):
         """An empty :class:`~transformer_lessons.kv_cache.KVCache` for ``memory (B, S, D)``, its cross-attention keys and values computed once.
 
         Shape:
-            self-attention entries ``(B, H, 0, Dh)``, cross-attention ``(B, H, S, Dh)``, per layer.
+            self-attention entries ``(B, Hkv, 0, Dh)``, cross-attention ``(B, Hkv, S, Dh)``, per layer:
+            only the ``n_kv_heads`` shared heads (``Hkv = H`` in the paper).
         """
         layers = self.decoder.layers
-        cross = [layer.cross_attn.project_kv(memory, memory) for layer in layers]  # per layer (B, H, S, Dh) x 2
-        B, H, _, Dh = cross[0][0].shape
-        empty = [memory.new_zeros(B, H, 0, Dh) for _ in range(2 * len(layers))]  # (B, H, 0, Dh)
+        cross = [layer.cross_attn.project_kv(memory, memory) for layer in layers]  # per layer (B, Hkv, S, Dh) x 2
+        B, Hkv, _, Dh = cross[0][0].shape
+        empty = [memory.new_zeros(B, Hkv, 0, Dh) for _ in range(2 * len(layers))]  # (B, Hkv, 0, Dh)
         return KVCache(empty[: len(layers)], empty[len(layers) :], [k for k, _ in cross], [v for _, v in cross])
 
     def decode_step(self, cache: KVCache, src_mask: torch.Tensor | None, tokens: torch.Tensor) -> torch.Tensor:
@@ -208,7 +265,8 @@ class Transformer(nn.Module):
         Equal, up to float rounding, to ``decode(memory, src_mask, prefix,
         causal_mask(t + T))[:, -1]`` where ``prefix`` is every token fed so far
         (see :mod:`transformer_lessons.kv_cache`). The new positions get the
-        positional encoding of their index ``t, …, t + T - 1``, not ``0``.
+        positional encoding of their index ``t, …, t + T - 1``, not ``0`` (with
+        rotary positions: their queries and keys are rotated to those indices).
 
         Shape:
             tokens ``(B, T)``, the positions after the ``t`` in ``cache`` (usually
@@ -277,6 +335,9 @@ def make_model(
     positional: str = "sinusoidal",
     norm_first: bool = False,
     tie_embeddings: bool = True,
+    norm: str = "layernorm",
+    ffn: str = "relu",
+    n_kv_heads: int | None = None,
 ) -> Transformer:
     """Build a Transformer with the paper's base hyper-parameters by default (Table 3).
 
@@ -295,5 +356,8 @@ def make_model(
         positional=positional,  # type: ignore[arg-type]
         norm_first=norm_first,
         tie_embeddings=tie_embeddings,
+        norm=norm,  # type: ignore[arg-type]
+        ffn=ffn,  # type: ignore[arg-type]
+        n_kv_heads=n_kv_heads,
     )
     return Transformer(config, src_vocab_size, tgt_vocab_size)
