@@ -563,3 +563,16 @@ def test_a_run_takes_exactly_the_steps_of_train_step(tmp_path, corpus):
     assert saved["model"].keys() == mine.keys()
     different = [name for name, weight in mine.items() if not torch.equal(weight, saved["model"][name])]
     assert not different, f"the run's weights differ from the plain loop's in {different}"
+
+
+def test_the_explicit_attention_softmax_runs_in_float32_under_bfloat16_autocast(monkeypatch):
+    from transformer_lessons.attention import scaled_dot_product_attention
+
+    seen = []
+    real = torch.Tensor.softmax
+    monkeypatch.setattr(torch.Tensor, "softmax", lambda self, *a, **k: seen.append(self.dtype) or real(self, *a, **k))
+    q = torch.randn(1, 2, 5, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, weights = scaled_dot_product_attention(q @ torch.eye(8), q @ torch.eye(8), q)  # matmuls make them bf16
+    assert seen == [torch.float32] and weights.dtype == torch.bfloat16
+    assert torch.allclose(weights.float().sum(-1), torch.ones(1, 2, 5), atol=1e-2)
