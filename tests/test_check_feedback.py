@@ -23,9 +23,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from check_helpers import failure
 from transformer_lessons import checks
 from transformer_lessons.attention import MultiHeadAttention
-from transformer_lessons.checks import ExerciseError, _feedback
+from transformer_lessons.checks import _feedback
 from transformer_lessons.layers import LayerNorm, PositionwiseFeedForward
 from transformer_lessons.masks import causal_mask, padding_mask, target_mask
 from transformer_lessons.model import DecoderLayer
@@ -36,12 +37,6 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 def causal_mask_no_diagonal(size):
     return torch.ones(size, size, dtype=torch.bool).tril(-1)  # the bug: a token may not see itself
-
-
-def failure(check, answer) -> ExerciseError:
-    with pytest.raises(ExerciseError) as info:
-        check(answer)
-    return info.value
 
 
 # --- the feedback -----------------------------------------------------------------------
