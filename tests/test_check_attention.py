@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from check_helpers import check_named, forward_stub, returns_float64, stub
+from check_helpers import failure, check_named, forward_stub, returns_float64, stub
 from transformer_lessons import checks
 from transformer_lessons.attention import MultiHeadAttention, scaled_dot_product_attention
 from transformer_lessons.checks import ExerciseError
@@ -531,3 +531,71 @@ def test_every_failure_shows_the_public_class_name():
             checks.check_scaled_dot_product_attention(answer)
         assert type(error.value).__name__ == "ExerciseError"
         assert error.value.known_bug is known
+
+
+# --- answers that used to fool the checks: dropout, NaN -----------------------------------
+
+
+class MHADropoutInForward(MultiHeadAttention):
+    """A fresh nn.Dropout made inside forward is always in training mode."""
+
+    def forward(self, query, key, value, mask=None):
+        B, T, D = query.shape
+
+        def split(x):
+            return x.view(B, x.size(1), self.n_heads, self.d_head).transpose(1, 2)
+
+        q, k, v = split(self.w_q(query)), split(self.w_k(key)), split(self.w_v(value))
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = nn.Dropout(self.dropout.p)(scores.softmax(-1))
+        return self.w_o((weights @ v).transpose(1, 2).reshape(B, T, D))
+
+
+@pytest.mark.parametrize(
+    "check, answer",
+    [
+        (checks.check_multi_head_attention, MHADropoutInForward),
+    ],
+    ids=["multi_head_attention"],
+)
+def test_dropout_left_on_in_eval_mode_is_named(check, answer):
+    error = failure(check, answer)
+    message = str(error)
+    assert "dropout is still on" in message and "training=self.training" in " ".join(error.fixes), message
+
+
+class MHAInvertedMaskInf(MultiHeadAttention):
+    def forward(self, query, key, value, mask=None):
+        B, T, D = query.shape
+
+        def split(x):
+            return x.view(B, x.size(1), self.n_heads, self.d_head).transpose(1, 2)
+
+        q, k, v = split(self.w_q(query)), split(self.w_k(key)), split(self.w_v(value))
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)
+        if mask is not None:
+            scores = scores.masked_fill(mask, float("-inf"))  # the bug: inverted, so a full row is all -inf
+        out = self.dropout(scores.softmax(-1)) @ v
+        return self.w_o(out.transpose(1, 2).reshape(B, T, D))
+
+
+def test_nan_in_attention_hints_at_masks():
+    message = str(failure(checks.check_multi_head_attention, MHAInvertedMaskInf))
+    assert "NaN" in message and "mask inverted" in message
+
+
+# --- an instance instead of the class -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "check, instance, name",
+    [
+        (checks.check_multi_head_attention, MultiHeadAttention(8, 2), "multi_head_attention(MultiHeadAttention)"),
+    ],
+    ids=["multi_head_attention"],
+)
+def test_an_instance_instead_of_the_class_is_named(check, instance, name):
+    message = str(failure(check, instance))
+    assert f"pass the class, not an instance: check_{name}" in message, message

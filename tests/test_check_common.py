@@ -56,13 +56,13 @@ COVERAGE: dict[str, dict[str, list[str]]] = {
     "padding_mask": {
         "alternatives": ["test_check_masks.py::padding-unsqueeze", "test_check_masks.py::padding_ne_view", "test_check_masks.py::padding_index_none"],
         "bugs": ["test_check_masks.py::padding-inverted", "test_check_masks.py::padding-2d", "test_check_masks.py::padding-queries",
-                 "test_check_masks.py::padding-float", "test_check_feedback.py::test_padding_mask_with_a_hard_coded_pad_id_is_named"],
+                 "test_check_masks.py::padding-float", "test_check_masks.py::test_padding_mask_with_a_hard_coded_pad_id_is_named"],
     },
     "target_mask": {
         "alternatives": ["test_check_masks.py::target_tril_unsqueeze", "test_check_masks.py::target_logical_and_arange", "test_check_masks.py::target_loop"],
         "bugs": ["test_check_masks.py::target-causal-only", "test_check_masks.py::target-padding-only", "test_check_masks.py::target-or",
                  "test_check_masks.py::target-query-padding",
-                 "test_check_feedback.py::test_target_mask_with_a_hard_coded_pad_id_is_named"],
+                 "test_check_masks.py::test_target_mask_with_a_hard_coded_pad_id_is_named"],
     },
     "mask_inversion": {
         "alternatives": ["test_check_masks.py::inversion_logical_not", "test_check_masks.py::inversion_eq_false", "test_check_masks.py::inversion_where"],
@@ -91,7 +91,7 @@ COVERAGE: dict[str, dict[str, list[str]]] = {
     "feed_forward": {
         "alternatives": ["test_check_layers.py::FeedForwardClamp", "test_check_layers.py::FeedForwardSequential", "test_check_layers.py::FeedForwardMatmul"],
         "bugs": ["test_check_layers.py::ffn-no-relu", "test_check_layers.py::ffn-relu-twice", "test_check_layers.py::ffn-gelu",
-                 "test_check_layers.py::ffn-residual", "test_check_feedback.py::FeedForwardNoBias", "test_check_layers.py::ffn_relu_on_input"],
+                 "test_check_layers.py::ffn-residual", "test_check_layers.py::FeedForwardNoBias", "test_check_layers.py::ffn_relu_on_input"],
     },
     "encoder_layer": {
         "alternatives": ["test_check_encoder_decoder.py::EncoderLayer", "test_check_encoder_decoder.py::EncoderLayerHelper", "test_check_encoder_decoder.py::EncoderLayerBlocks"],
@@ -101,7 +101,7 @@ COVERAGE: dict[str, dict[str, list[str]]] = {
     "decoder_layer": {
         "alternatives": ["test_check_encoder_decoder.py::DecoderLayer", "test_check_encoder_decoder.py::DecoderLayerHelper", "test_check_encoder_decoder.py::DecoderLayerBlocks"],
         "bugs": ["test_check_encoder_decoder.py::dec-no-causal", "test_check_encoder_decoder.py::dec-cross-on-x", "test_check_encoder_decoder.py::dec-masks-swapped",
-                 "test_check_encoder_decoder.py::dec-pre-norm", "test_check_feedback.py::DecoderLayerCrossWiring",
+                 "test_check_encoder_decoder.py::dec-pre-norm", "test_check_encoder_decoder.py::DecoderLayerCrossWiring",
                  "test_check_encoder_decoder.py::dec_cross_attention_first", "test_check_encoder_decoder.py::dec_no_residual_self_attention"],
     },
     "noam_rate": {

@@ -7,7 +7,7 @@ import pytest
 import torch.nn.functional as F
 from torch import nn
 
-from check_helpers import check_named, forward_stub, returns_float64, stub
+from check_helpers import failure, check_named, forward_stub, returns_float64, stub
 from test_check_layers import LayerNormSquares  # a layer norm written differently, used by the layers here
 from transformer_lessons import checks, model
 from transformer_lessons.attention import MultiHeadAttention
@@ -376,3 +376,84 @@ def test_bug_written_differently_is_named(case, capsys):
     message = str(error.value)
     assert message.startswith(f"{name}: ") and hint in message, message
     assert capsys.readouterr().out == ""
+
+
+# --- answers that used to fool the checks: dropout, cross-attention wiring ----------------
+
+
+class EncoderLayerFunctionalDropout(nn.Module):
+    def __init__(self, d_model, n_heads, d_ff, dropout=0.0):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.norm1, self.norm2 = LayerNorm(d_model), LayerNorm(d_model)
+        self.p = dropout
+
+    def forward(self, x, src_mask=None):
+        x = self.norm1(x + F.dropout(self.self_attn(x, x, x, src_mask), self.p))
+        return self.norm2(x + F.dropout(self.feed_forward(x), self.p))
+
+
+class DecoderLayerFunctionalDropout(model.DecoderLayer):
+    def forward(self, x, memory, src_mask=None, tgt_mask=None):
+        p = self.sublayers[0].dropout.p
+        x = self.sublayers[0].norm(x + F.dropout(self.self_attn(x, x, x, tgt_mask), p))
+        x = self.sublayers[1].norm(x + F.dropout(self.cross_attn(x, memory, memory, src_mask), p))
+        return self.sublayers[2].norm(x + F.dropout(self.feed_forward(x), p))
+
+
+@pytest.mark.parametrize(
+    "check, answer",
+    [
+        (checks.check_encoder_layer, EncoderLayerFunctionalDropout),
+        (checks.check_decoder_layer, DecoderLayerFunctionalDropout),
+    ],
+    ids=["encoder_layer", "decoder_layer"],
+)
+def test_dropout_left_on_in_eval_mode_is_named(check, answer):
+    error = failure(check, answer)
+    message = str(error)
+    assert "dropout is still on" in message and "training=self.training" in " ".join(error.fixes), message
+
+
+class DecoderLayerCrossWiring(model.DecoderLayer):
+    """The package's decoder layer with cross_attn fed from the wrong sides."""
+
+    wiring = "memory, x, x"
+
+    def __init__(self, d_model, n_heads, d_ff, dropout=0.0):
+        super().__init__(d_model, n_heads, d_ff, dropout)
+
+    def forward(self, x, memory, src_mask=None, tgt_mask=None):
+        x = self.sublayers[0](x, lambda y: self.self_attn(y, y, y, tgt_mask))
+        if self.wiring == "memory, x, x":
+            x = self.sublayers[1](x, lambda y: self.cross_attn(memory, y, y, src_mask))
+        else:  # "x, x, memory"
+            x = self.sublayers[1](x, lambda y: self.cross_attn(y, y, memory, src_mask))
+        return self.sublayers[2](x, self.feed_forward)
+
+
+@pytest.mark.parametrize(
+    "wiring, named",
+    [("memory, x, x", "memory as queries and x as keys and values"), ("x, x, memory", "using x as keys.")],
+)
+def test_mis_wired_cross_attention_is_named(wiring, named):
+    answer = type("DecoderLayerWired", (DecoderLayerCrossWiring,), {"wiring": wiring})
+    message = str(failure(checks.check_decoder_layer, answer))
+    assert "cross-attention is mis-wired" in message and f"cross_attn({wiring}, ...)" in message, message
+    assert named in message and "future leaks" not in message
+
+
+# --- an instance instead of the class -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "check, instance, name",
+    [
+        (checks.check_decoder_layer, model.DecoderLayer(8, 2, 16), "decoder_layer(DecoderLayer)"),
+    ],
+    ids=["decoder_layer"],
+)
+def test_an_instance_instead_of_the_class_is_named(check, instance, name):
+    message = str(failure(check, instance))
+    assert f"pass the class, not an instance: check_{name}" in message, message

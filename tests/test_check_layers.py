@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from check_helpers import check_named, forward_stub, returns_float64, stub
+from check_helpers import failure, check_named, forward_stub, returns_float64, stub
 from transformer_lessons import checks
 from transformer_lessons.checks import ExerciseError
 from transformer_lessons.layers import LayerNorm, PositionwiseFeedForward
@@ -361,3 +361,105 @@ def test_bug_written_differently_is_named(case, capsys):
     message = str(error.value)
     assert message.startswith(f"{name}: ") and hint in message, message
     assert capsys.readouterr().out == ""
+
+
+# --- answers that used to fool the checks: dropout, biases, NaN ---------------------------
+
+
+class FeedForwardFunctionalDropout(nn.Module):
+    """F.dropout without training=self.training: dropout stays on in eval mode."""
+
+    def __init__(self, d_model, d_ff, dropout=0.0):
+        super().__init__()
+        self.w_1, self.w_2, self.p = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model), dropout
+
+    def forward(self, x):
+        return self.w_2(F.dropout(torch.relu(self.w_1(x)), self.p))
+
+
+class FeedForwardNoDropout(nn.Module):
+    def __init__(self, d_model, d_ff, dropout=0.0):
+        super().__init__()
+        self.w_1, self.w_2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+
+    def forward(self, x):
+        return self.w_2(torch.relu(self.w_1(x)))
+
+
+class FeedForwardFixedDropout(FeedForwardNoDropout):
+    def __init__(self, d_model, d_ff, dropout=0.0):
+        super().__init__(d_model, d_ff, dropout)
+        self.dropout = nn.Dropout(0.1)  # the bug: the argument is ignored
+
+    def forward(self, x):
+        return self.w_2(self.dropout(torch.relu(self.w_1(x))))
+
+
+@pytest.mark.parametrize(
+    "check, answer",
+    [
+        (checks.check_feed_forward, FeedForwardFunctionalDropout),
+    ],
+    ids=["feed_forward"],
+)
+def test_dropout_left_on_in_eval_mode_is_named(check, answer):
+    error = failure(check, answer)
+    message = str(error)
+    assert "dropout is still on" in message and "training=self.training" in " ".join(error.fixes), message
+
+
+def test_dropout_never_applied_is_named():
+    assert "the dropout argument is not used" in str(failure(checks.check_feed_forward, FeedForwardNoDropout))
+
+
+def test_dropout_rate_hard_coded_is_named():
+    assert "hard-coded" in str(failure(checks.check_feed_forward, FeedForwardFixedDropout))
+
+
+class FeedForwardNoBias(nn.Module):
+    def __init__(self, d_model, d_ff, dropout=0.0):
+        super().__init__()
+        self.w_1 = nn.Linear(d_model, d_ff, bias=False)
+        self.w_2 = nn.Linear(d_ff, d_model, bias=False)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        return self.w_2(self.dropout(torch.relu(self.w_1(x))))
+
+
+class FeedForwardWeightsOnly(PositionwiseFeedForward):
+    def forward(self, x):
+        hidden = torch.relu(x @ self.w_1.weight.T)  # the bug: the biases are left out
+        return self.dropout(hidden) @ self.w_2.weight.T
+
+
+def test_feed_forward_without_biases_is_named():
+    assert "has no bias" in str(failure(checks.check_feed_forward, FeedForwardNoBias))
+    assert "the biases are missing" in str(failure(checks.check_feed_forward, FeedForwardWeightsOnly))
+
+
+class FeedForwardSqrt(PositionwiseFeedForward):
+    def forward(self, x):
+        return self.w_2(self.dropout(torch.sqrt(self.w_1(x))))  # the bug: sqrt of negative numbers
+
+
+def test_nan_without_softmax_does_not_blame_masks():
+    message = str(failure(checks.check_feed_forward, FeedForwardSqrt))
+    assert "NaN" in message and "sqrt" in message
+    assert "mask" not in message and "softmax" not in message
+
+
+# --- an instance instead of the class -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "check, instance, name",
+    [
+        (checks.check_feed_forward, PositionwiseFeedForward(8, 16), "feed_forward(PositionwiseFeedForward)"),
+        (checks.check_layer_norm, LayerNorm(8), "layer_norm(LayerNorm)"),
+    ],
+    ids=["feed_forward", "layer_norm"],
+)
+def test_an_instance_instead_of_the_class_is_named(check, instance, name):
+    message = str(failure(check, instance))
+    assert f"pass the class, not an instance: check_{name}" in message, message

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from check_helpers import check_named, stub
+from check_helpers import failure, check_named, stub
 from transformer_lessons import checks
 from transformer_lessons.checks import ExerciseError
 from transformer_lessons.masks import causal_mask, padding_mask, target_mask
@@ -244,3 +244,36 @@ def test_bug_written_differently_is_named(case, capsys):
     message = str(error.value)
     assert message.startswith(f"{name}: ") and hint in message, message
     assert capsys.readouterr().out == ""
+
+
+# --- pad ids ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("hard_coded", [1, 0])
+def test_padding_mask_with_a_hard_coded_pad_id_is_named(hard_coded):
+    def padding_mask(tokens, pad_id):
+        return (tokens != hard_coded)[:, None, None, :]
+
+    assert "hard-code the pad id" in str(failure(checks.check_padding_mask, padding_mask))
+
+
+@pytest.mark.parametrize("hard_coded", [1, 0])
+def test_target_mask_with_a_hard_coded_pad_id_is_named(hard_coded):
+    def target_mask(tokens, pad_id):
+        return (tokens != hard_coded)[:, None, None, :] & causal_mask(tokens.size(1))
+
+    assert "hard-code the pad id" in str(failure(checks.check_target_mask, target_mask))
+
+
+def test_masks_are_checked_with_several_pad_ids(capsys):
+    seen = []
+
+    def recording(tokens, pad_id):
+        seen.append(pad_id)
+        return padding_mask(tokens, pad_id)
+
+    checks.check_padding_mask(recording)
+    assert len(set(seen)) >= 3 and {0, 1} <= set(seen)
+    seen.clear()
+    checks.check_target_mask(lambda tokens, pad_id: recording(tokens, pad_id) & causal_mask(tokens.size(1)))
+    assert len(set(seen)) >= 3 and {0, 1} <= set(seen)
