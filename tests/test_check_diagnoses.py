@@ -20,19 +20,13 @@ import pytest
 import torch
 from torch import nn
 
+from check_helpers import failure
 from transformer_lessons import checks
 from transformer_lessons.attention import MultiHeadAttention, scaled_dot_product_attention
-from transformer_lessons.checks import ExerciseError
 from transformer_lessons.checks.common import Slip, slip_bugs
 from transformer_lessons.layers import LayerNorm, PositionwiseFeedForward
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def failure(check, answer) -> ExerciseError:
-    with pytest.raises(ExerciseError) as caught:
-        check(answer)
-    return caught.value
 
 
 # --- answers written for these tests -----------------------------------------------------------

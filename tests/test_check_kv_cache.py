@@ -1,7 +1,7 @@
 """The checks of notebook 12 (check_append_kv, check_reorder_kv), fed right answers written several ways and the bugs learners write.
 
 Each answer is written the way a learner would write it, not with the check's own
-bug simulations; tests/test_checks_alternatives.py's COVERAGE names them.
+bug simulations; tests/test_check_common.py's COVERAGE names them.
 """
 
 from __future__ import annotations
@@ -9,22 +9,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from check_helpers import assert_named, assert_passes, stub
 from transformer_lessons.checks import ExerciseError, check_append_kv, check_reorder_kv
 from transformer_lessons.checks.kv_cache import _append_cases, _appended, _reorder_cases, _reordered
 from transformer_lessons.kv_cache import KVCache
-
-
-def assert_passes(check, answer, name, capsys):
-    assert check(answer) is None
-    lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"✔ {name}: correct (checked "), lines
-
-
-def assert_named(check, answer, name, hint, capsys):
-    with pytest.raises(ExerciseError, match=hint) as info:
-        check(answer)
-    assert str(info.value).startswith(f"{name}: ") and info.value.known_bug, str(info.value)
-    assert capsys.readouterr().out == ""
 
 
 # --- append_kv: right answers ------------------------------------------------------------
@@ -269,10 +257,6 @@ def test_reorder_reference_is_index_select():
 
 
 # --- both ----------------------------------------------------------------------------------
-
-
-def stub(*args):
-    raise NotImplementedError("write the exercise")
 
 
 @pytest.mark.parametrize("check, name", [(check_append_kv, "append_kv"), (check_reorder_kv, "reorder_kv")])

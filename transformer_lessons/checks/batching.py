@@ -6,7 +6,7 @@ size, ``len(batch) * longest``, stays ``<= max_tokens``; a single sequence longe
 than the budget gets a batch of its own. The reference runs ``TokenBatcher`` itself
 on one-sided pairs. :func:`_greedy` re-runs the rule with knobs, only to reproduce the
 mistakes learners make; with its default knobs it cuts the same batches
-(tests/test_checks_more_a.py checks).
+(tests/test_check_batching.py checks).
 
 Two answers are the same when they hold the same batches of lengths: equal lengths
 may trade places (an unstable sort), and the order of the batches does not matter.

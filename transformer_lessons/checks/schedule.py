@@ -3,7 +3,7 @@
 The reference is :func:`transformer_lessons.schedule.noam_rate`, the course's one
 formula. :func:`_buggy_noam` writes the same formula with knobs, only to
 reproduce the mistakes learners make (wrong exponents, max for min, a branch
-missing); with its default knobs it equals ``noam_rate`` (tests/test_checks.py checks).
+missing); with its default knobs it equals ``noam_rate`` (tests/test_check_schedule.py checks).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The references are the course's own: :class:`transformer_lessons.loss.LabelSmoot
 and :func:`transformer_lessons.train.train_step`. :func:`_smoothed_loss` writes the
 loss out with knobs, only to reproduce the mistakes learners make (ε spread over the
 wrong classes, padding counted, the KL divergence); with its default knobs it equals
-``LabelSmoothingLoss`` (tests/test_checks_more_b.py checks). The training-step check
+``LabelSmoothingLoss`` (tests/test_check_training.py checks). The training-step check
 runs the learner's step and the course's on two copies of one small Transformer with
 dropout, and watches each ``optimizer.step()`` through PyTorch's step pre-hook.
 """

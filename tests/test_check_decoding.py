@@ -11,7 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer_lessons import checks
+from check_helpers import check_named
+from transformer_lessons import checks, decode
 from transformer_lessons.checks import ExerciseError
 from transformer_lessons.checks import decoding as check_decoding
 from transformer_lessons.decode import greedy_decode
@@ -174,3 +175,86 @@ def test_toy_ids_differ_from_the_course_vocabulary():
 def test_decoding_model_comes_back_in_eval_mode():
     # It is trained with train.train_step, which switches to train mode.
     assert not check_decoding._decoding_model().training
+
+
+# --- right answers written differently, and the package's own -----------------------------
+
+
+def _tril(size):
+    return torch.tril(torch.ones(size, size, dtype=torch.bool))
+
+
+def greedy_preallocated(model, src, src_mask, max_new_tokens, bos_id, eos_id):
+    """One (B, 1 + max_new_tokens) buffer filled column by column; the columns after an early stop stay eos_id."""
+    memory = model.encode(src, src_mask)  # (B, S, D)
+    ys = torch.full((src.size(0), 1 + max_new_tokens), eos_id, dtype=torch.long)
+    ys[:, 0] = bos_id
+    finished = torch.zeros(src.size(0), dtype=torch.bool)
+    for t in range(1, max_new_tokens + 1):
+        logits = model.decode(memory, src_mask, ys[:, :t], _tril(t))  # (B, t, V)
+        next_token = logits[:, -1].argmax(dim=-1)  # (B,)
+        next_token[finished] = eos_id
+        ys[:, t] = next_token
+        finished |= next_token == eos_id
+        if finished.all():
+            break
+    return ys
+
+
+def greedy_columns_stack(model, src, src_mask, max_new_tokens, bos_id, eos_id):
+    """A list of (B,) columns, stacked each step; torch.where for the finished rows."""
+    memory = model.encode(src, src_mask)
+    columns = [torch.full((src.size(0),), bos_id, dtype=torch.long)]
+    done = torch.zeros(src.size(0), dtype=torch.bool)
+    for _ in range(max_new_tokens):
+        ys = torch.stack(columns, dim=1)  # (B, t)
+        logits = model.decode(memory, src_mask, ys, _tril(ys.size(1)))
+        token = torch.where(done, eos_id, logits[:, -1].argmax(dim=-1))  # (B,)
+        columns.append(token)
+        done = done | (token == eos_id)
+        if bool(done.all()):
+            break
+    return torch.stack(columns, dim=1)
+
+
+def greedy_one_sentence_at_a_time(model, src, src_mask, max_new_tokens, bos_id, eos_id):
+    """Another order: decode each sentence alone until its <eos>, then pad the shorter ones with eos_id."""
+    rows = []
+    for b in range(src.size(0)):
+        memory = model.encode(src[b : b + 1], src_mask[b : b + 1])  # (1, S, D)
+        row = [bos_id]
+        while len(row) <= max_new_tokens and row[-1] != eos_id:
+            ys = torch.tensor([row])  # (1, t)
+            logits = model.decode(memory, src_mask[b : b + 1], ys, _tril(len(row)))
+            row.append(int(logits[0, -1].argmax()))
+        rows.append(row)
+    width = max(len(row) for row in rows)
+    return torch.tensor([row + [eos_id] * (width - len(row)) for row in rows])
+
+
+# Correct answers written the way a learner would, differently from the reference and the answers above.
+WRITTEN_DIFFERENTLY = {
+    "greedy_preallocated": ("greedy_decode", greedy_preallocated),
+    "greedy_columns_stack": ("greedy_decode", greedy_columns_stack),
+    "greedy_one_sentence_at_a_time": ("greedy_decode", greedy_one_sentence_at_a_time),
+}
+
+
+PACKAGE_REFERENCES = {
+    "greedy_decode": decode.greedy_decode,
+}
+
+
+@pytest.mark.parametrize("name", PACKAGE_REFERENCES)
+def test_package_reference_passes(name, capsys):
+    check = getattr(checks, f"check_{name}")
+    assert check(PACKAGE_REFERENCES[name]) is None
+    assert capsys.readouterr().out.startswith(f"✔ {name}: correct")
+
+
+@pytest.mark.parametrize("case", WRITTEN_DIFFERENTLY)
+def test_correct_answer_written_differently_passes(case, capsys):
+    name, answer = WRITTEN_DIFFERENTLY[case]
+    assert check_named(name)(answer) is None
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"✔ {name}: correct"), lines

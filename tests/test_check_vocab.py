@@ -6,11 +6,12 @@ check's own simulation), so the test shows that the check recognises real code.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 
 import pytest
 
-from transformer_lessons import checks
+from check_helpers import check_named
+from transformer_lessons import checks, data
 from transformer_lessons.checks import ExerciseError
 from transformer_lessons.checks import vocab as check_vocab
 from transformer_lessons.data import SPECIALS, Vocab
@@ -249,3 +250,54 @@ def test_bug_simulation_with_default_knobs_is_the_reference():
     token_lists = [sentence.split() for sentence in check_vocab._VOCAB_SENTENCES]
     for min_freq in check_vocab._VOCAB_CASES:
         assert check_vocab._vocab_itos(token_lists, min_freq) == build_vocab(token_lists, min_freq)
+
+
+# --- right answers written differently, and the package's own -----------------------------
+
+
+def vocab_most_common_then_sorted(token_lists, min_freq):
+    counts = Counter(token for sentence in token_lists for token in sentence)
+    kept = [(token, n) for token, n in counts.most_common() if n >= min_freq]
+    kept.sort(key=lambda pair: (-pair[1], pair[0]))  # most_common's ties are first-seen: re-sort them by token
+    return [*SPECIALS] + [token for token, _ in kept]
+
+
+def vocab_defaultdict_items(token_lists, min_freq):
+    counts = defaultdict(int)
+    for sentence in token_lists:
+        for token in sentence:
+            counts[token] += 1
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    itos = ["<unk>", "<pad>", "<bos>", "<eos>"]
+    for token, n in ranked:
+        if n < min_freq:
+            break  # sorted by count: every token after this one is rarer
+        itos.append(token)
+    return itos
+
+
+# Correct answers written the way a learner would, differently from the reference and the answers above.
+WRITTEN_DIFFERENTLY = {
+    "vocab_most_common_then_sorted": ("build_vocab", vocab_most_common_then_sorted),
+    "vocab_defaultdict_items": ("build_vocab", vocab_defaultdict_items),
+}
+
+
+PACKAGE_REFERENCES = {
+    "build_vocab": lambda token_lists, min_freq: data.Vocab.build(token_lists, min_freq=min_freq).itos,
+}
+
+
+@pytest.mark.parametrize("name", PACKAGE_REFERENCES)
+def test_package_reference_passes(name, capsys):
+    check = getattr(checks, f"check_{name}")
+    assert check(PACKAGE_REFERENCES[name]) is None
+    assert capsys.readouterr().out.startswith(f"✔ {name}: correct")
+
+
+@pytest.mark.parametrize("case", WRITTEN_DIFFERENTLY)
+def test_correct_answer_written_differently_passes(case, capsys):
+    name, answer = WRITTEN_DIFFERENTLY[case]
+    assert check_named(name)(answer) is None
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"✔ {name}: correct"), lines

@@ -1,0 +1,459 @@
+"""check_encoder_layer and check_decoder_layer (§3.1), fed the reference, correct answers written differently and the bugs learners write.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch.nn.functional as F
+from torch import nn
+
+from check_helpers import failure, check_named, forward_stub, returns_float64, stub
+from test_check_layers import LayerNormSquares  # a layer norm written differently, used by the layers here
+from transformer_lessons import checks, model
+from transformer_lessons.attention import MultiHeadAttention
+from transformer_lessons.checks import ExerciseError
+from transformer_lessons.layers import LayerNorm, PositionwiseFeedForward
+
+
+# --- reference answers written the way a learner would ------------------------------------
+
+
+class EncoderLayer(nn.Module):
+    """A learner's encoder layer with optional bugs (bug=None is correct)."""
+
+    def __init__(self, d_model, n_heads, d_ff, dropout=0.1, bug=None):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.norm1 = LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)  # either LayerNorm works
+        self.dropout = nn.Dropout(dropout)
+        self.bug = bug
+
+    def forward(self, x, src_mask=None):
+        bug, attn, ff, n1, n2 = self.bug, self.self_attn, self.feed_forward, self.norm1, self.norm2
+        mask = None if bug == "mask_not_passed" else src_mask
+        if bug == "swap_norms":
+            n1, n2 = n2, n1
+        if bug == "shared_norm":
+            n2 = n1
+        if bug == "pre_norm":
+            y = n1(x)
+            x = x + self.dropout(attn(y, y, y, mask))
+            return x + self.dropout(ff(n2(x)))
+        if bug == "no_residual_attn":
+            x = n1(self.dropout(attn(x, x, x, mask)))
+        elif bug == "norm_sublayer":
+            x = x + n1(attn(x, x, x, mask))
+        else:
+            x = n1(x + self.dropout(attn(x, x, x, mask)))
+        if bug == "shape":
+            return x[:, :-1]
+        if bug == "norm_sublayer":
+            return x + n2(ff(x))
+        return n2(x + self.dropout(ff(x)))
+
+
+class DecoderLayer(nn.Module):
+    """A learner's decoder layer with optional bugs (bug=None is correct)."""
+
+    def __init__(self, d_model, n_heads, d_ff, dropout=0.1, bug=None):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.norm1, self.norm2, self.norm3 = LayerNorm(d_model), LayerNorm(d_model), LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.bug = bug
+
+    def forward(self, x, memory, src_mask=None, tgt_mask=None):
+        bug = self.bug
+        if bug == "masks_swapped":
+            src_mask, tgt_mask = tgt_mask, src_mask
+        self_mask = None if bug == "no_causal" else tgt_mask
+        if bug == "mask_transposed":  # an upper-triangle mask: sees the future, a bug no simulation names
+            self_mask = tgt_mask.transpose(-2, -1)
+        if bug == "pre_norm":
+            y = self.norm1(x)
+            x = x + self.self_attn(y, y, y, self_mask)
+            x = x + self.cross_attn(self.norm2(x), memory, memory, src_mask)
+            return x + self.feed_forward(self.norm3(x))
+        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, self_mask)))
+        kv = x if bug == "cross_on_x" else memory
+        cross = self.cross_attn(x, kv, kv, None if bug == "no_src_mask" else src_mask)
+        x = self.norm2(cross if bug == "no_residual_cross" else x + self.dropout(cross))
+        norm3 = self.norm1 if bug == "norms_mixed" else self.norm3
+        out = norm3(x + self.dropout(self.feed_forward(x)))
+        return out.mean(1) if bug == "shape" else out
+
+
+# --- answers for the tables below, right and buggy ----------------------------------------
+
+
+def layer_with_bug(cls, bug):
+    return lambda *args: cls(*args, bug=bug)
+
+
+# --- right answers and bugs written differently -------------------------------------------
+
+
+class EncoderLayerHelper(nn.Module):
+    """Explicit sublayer code through one helper method; nn.LayerNorm; F.dropout with training=self.training."""
+
+    def __init__(self, d_model, n_heads, d_ff, dropout=0.0):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.p = dropout
+        self.bug = ""
+
+    def _residual(self, x, sublayer, norm, residual=True):
+        out = F.dropout(sublayer(x), self.p, training=self.training)
+        return norm(x + out if residual else out)
+
+    def forward(self, x, src_mask=None):
+        attend = lambda y: self.self_attn(y, y, y, src_mask)  # noqa: E731
+        if self.bug == "feed_forward_first":
+            x = self._residual(x, self.feed_forward, self.norm1)
+            return self._residual(x, attend, self.norm2)
+        x = self._residual(x, attend, self.norm1)
+        return self._residual(x, self.feed_forward, self.norm2, residual=self.bug != "no_residual_feed_forward")
+
+
+class Residual(nn.Module):
+    """A learner's own residual block: norm(x + dropout(sublayer(x)))."""
+
+    def __init__(self, d_model, dropout):
+        super().__init__()
+        self.norm = LayerNormSquares(d_model)  # a hand-written LayerNorm works as well as nn.LayerNorm
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x, sublayer):
+        return self.norm(x + self.dropout(sublayer(x)))
+
+
+class EncoderLayerBlocks(nn.Module):
+    """The norms inside the learner's own residual blocks, sublayers[i].norm, as in the package's layout."""
+
+    def __init__(self, d_model, n_heads, d_ff, dropout=0.0):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.sublayers = nn.ModuleList([Residual(d_model, dropout) for _ in range(2)])
+
+    def forward(self, x, src_mask=None):
+        attention, feed_forward = self.sublayers
+        x = attention(x, lambda y: self.self_attn(y, y, y, src_mask))
+        return feed_forward(x, self.feed_forward)
+
+
+def _encoder_bug(bug):
+    def init(self, d_model, n_heads, d_ff, dropout=0.0):
+        EncoderLayerHelper.__init__(self, d_model, n_heads, d_ff, dropout)
+        self.bug = bug
+
+    return type(f"EncoderLayer_{bug}", (EncoderLayerHelper,), {"__init__": init})
+
+
+enc_feed_forward_first = _encoder_bug("feed_forward_first")
+
+
+enc_no_residual_feed_forward = _encoder_bug("no_residual_feed_forward")
+
+
+class DecoderLayerHelper(nn.Module):
+    """Three (sublayer, norm) steps through one helper method; F.dropout with training=self.training."""
+
+    def __init__(self, d_model, n_heads, d_ff, dropout=0.0):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(d_model) for _ in range(3))
+        self.p = dropout
+        self.bug = ""
+
+    def _residual(self, x, sublayer, norm, residual=True):
+        out = F.dropout(sublayer(x), self.p, training=self.training)
+        return norm(x + out if residual else out)
+
+    def forward(self, x, memory, src_mask=None, tgt_mask=None):
+        attend_self = lambda y: self.self_attn(y, y, y, tgt_mask)  # noqa: E731
+        attend_memory = lambda y: self.cross_attn(y, memory, memory, src_mask)  # noqa: E731
+        sublayers = [attend_self, attend_memory, self.feed_forward]
+        if self.bug == "cross_attention_first":
+            sublayers[:2] = sublayers[1::-1]
+        norms = (self.norm1, self.norm2, self.norm3)
+        for i, (sublayer, norm) in enumerate(zip(sublayers, norms)):
+            x = self._residual(x, sublayer, norm, residual=not (i == 0 and self.bug == "no_residual_self_attention"))
+        return x
+
+
+class DecoderLayerBlocks(nn.Module):
+    """The norms in the learner's own residual blocks, sublayers[i].norm; three plain calls in forward."""
+
+    def __init__(self, d_model, n_heads, d_ff, dropout=0.0):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.sublayers = nn.ModuleList(Residual(d_model, dropout) for _ in range(3))
+
+    def forward(self, x, memory, src_mask=None, tgt_mask=None):
+        x = self.sublayers[0](x, lambda y: self.self_attn(y, y, y, tgt_mask))
+        x = self.sublayers[1](x, lambda y: self.cross_attn(y, memory, memory, src_mask))
+        return self.sublayers[2](x, self.feed_forward)
+
+
+def _decoder_bug(bug):
+    def init(self, d_model, n_heads, d_ff, dropout=0.0):
+        DecoderLayerHelper.__init__(self, d_model, n_heads, d_ff, dropout)
+        self.bug = bug
+
+    return type(f"DecoderLayer_{bug}", (DecoderLayerHelper,), {"__init__": init})
+
+
+dec_cross_attention_first = _decoder_bug("cross_attention_first")
+
+
+dec_no_residual_self_attention = _decoder_bug("no_residual_self_attention")
+
+
+# --- the tables ---------------------------------------------------------------------------
+
+REFERENCES = {
+    "encoder_layer": (checks.check_encoder_layer, EncoderLayer),
+    "decoder_layer": (checks.check_decoder_layer, DecoderLayer),
+}
+
+
+# (check, buggy answer, a phrase the hint must contain)
+BUGS = {
+    # encoder layer
+    "enc-pre-norm": ("encoder_layer", layer_with_bug(EncoderLayer, "pre_norm"), "pre-norm"),
+    "enc-no-residual": ("encoder_layer", layer_with_bug(EncoderLayer, "no_residual_attn"), "residual around self-attention"),
+    "enc-mask-not-passed": ("encoder_layer", layer_with_bug(EncoderLayer, "mask_not_passed"), "src_mask is not passed"),
+    "enc-norm-on-sublayer": ("encoder_layer", layer_with_bug(EncoderLayer, "norm_sublayer"), "norm the SUM"),
+    "enc-norms-swapped": ("encoder_layer", layer_with_bug(EncoderLayer, "swap_norms"), "swapped"),
+    "enc-shared-norm": ("encoder_layer", layer_with_bug(EncoderLayer, "shared_norm"), "same LayerNorm"),
+    # decoder layer
+    "dec-no-causal": ("decoder_layer", layer_with_bug(DecoderLayer, "no_causal"), "future leaks"),
+    "dec-mask-transposed": ("decoder_layer", layer_with_bug(DecoderLayer, "mask_transposed"), "future leaks"),
+    "dec-cross-on-x": ("decoder_layer", layer_with_bug(DecoderLayer, "cross_on_x"), "x as keys and values"),
+    "dec-masks-swapped": ("decoder_layer", layer_with_bug(DecoderLayer, "masks_swapped"), "swapped"),
+    "dec-no-src-mask": ("decoder_layer", layer_with_bug(DecoderLayer, "no_src_mask"), "src_mask is not passed"),
+    "dec-pre-norm": ("decoder_layer", layer_with_bug(DecoderLayer, "pre_norm"), "pre-norm"),
+    "dec-no-residual": ("decoder_layer", layer_with_bug(DecoderLayer, "no_residual_cross"), "residual around the cross-attention"),
+    "dec-norms-mixed": ("decoder_layer", layer_with_bug(DecoderLayer, "norms_mixed"), "LayerNorms are mixed up"),
+}
+
+
+# Answers of the wrong shape: the message must say "shape".
+WRONG_SHAPES = {
+    "encoder_layer": layer_with_bug(EncoderLayer, "shape"),
+    "decoder_layer": layer_with_bug(DecoderLayer, "shape"),
+}
+
+
+# Answers of the wrong dtype (float64 from float32 inputs): the message must name the dtype.
+WRONG_DTYPES = {
+    "encoder_layer": returns_float64(model.EncoderLayer),
+    "decoder_layer": returns_float64(model.DecoderLayer),
+}
+
+
+# Correct answers written the way a learner would, differently from the reference and the answers above.
+WRITTEN_DIFFERENTLY = {
+    "EncoderLayerHelper": ("encoder_layer", EncoderLayerHelper),
+    "EncoderLayerBlocks": ("encoder_layer", EncoderLayerBlocks),
+    "DecoderLayerHelper": ("decoder_layer", DecoderLayerHelper),
+    "DecoderLayerBlocks": ("decoder_layer", DecoderLayerBlocks),
+}
+
+
+# Bugs written in the styles above, each one a mistake the older tests did not feed its check:
+# (check, buggy answer, a phrase of the message that names the bug)
+BUGS_WRITTEN_DIFFERENTLY = {
+    "enc_feed_forward_first": ("encoder_layer", enc_feed_forward_first, "sublayers are in the wrong order"),
+    "enc_no_residual_feed_forward": ("encoder_layer", enc_no_residual_feed_forward, "residual around the feed-forward"),
+    "dec_cross_attention_first": ("decoder_layer", dec_cross_attention_first, "sublayers are in the wrong order"),
+    "dec_no_residual_self_attention": ("decoder_layer", dec_no_residual_self_attention,
+                                       "residual around the self-attention is missing"),
+}
+
+
+# --- tests --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", REFERENCES)
+def test_reference_passes_with_one_line(name, capsys):
+    check, reference = REFERENCES[name]
+    assert check(reference) is None
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"✔ {name}: correct")
+
+
+PACKAGE_REFERENCES = {
+    "encoder_layer": model.EncoderLayer,  # norms in sublayers[i].norm, not norm1, norm2
+    "decoder_layer": model.DecoderLayer,
+}
+
+
+@pytest.mark.parametrize("name", PACKAGE_REFERENCES)
+def test_package_reference_passes(name, capsys):
+    check = getattr(checks, f"check_{name}")
+    assert check(PACKAGE_REFERENCES[name]) is None
+    assert capsys.readouterr().out.startswith(f"✔ {name}: correct")
+
+
+@pytest.mark.parametrize("case", BUGS)
+def test_known_bug_is_named(case, capsys):
+    name, buggy, hint = BUGS[case]
+    check = REFERENCES[name][0]
+    with pytest.raises(ExerciseError) as error:
+        check(buggy)
+    message = str(error.value)
+    assert message.startswith(f"{name}: ")
+    assert hint in message, message
+    assert capsys.readouterr().out == ""  # nothing printed on failure: the error says it all
+
+
+@pytest.mark.parametrize("name", REFERENCES)
+def test_stub_returns_none_and_says_so(name, capsys):
+    check = REFERENCES[name][0]
+    assert check(stub) is None
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1
+    assert out.startswith(f"{name}: not implemented yet — ")
+
+
+@pytest.mark.parametrize("name", ["encoder_layer", "decoder_layer"])
+def test_class_with_forward_stub_returns_none(name, capsys):
+    check, reference = REFERENCES[name]
+    assert check(forward_stub(reference)) is None
+    assert "not implemented yet" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", WRONG_SHAPES)
+def test_wrong_shape_is_reported(name):
+    check = REFERENCES[name][0]
+    with pytest.raises(ExerciseError, match="shape"):
+        check(WRONG_SHAPES[name])
+
+
+@pytest.mark.parametrize("name", WRONG_DTYPES)
+def test_wrong_dtype_is_reported(name):
+    check = REFERENCES[name][0]
+    with pytest.raises(ExerciseError, match="wrong dtype torch.float64: the inputs are torch.float32") as error:
+        check(WRONG_DTYPES[name])
+    assert "numpy" in str(error.value)
+
+
+@pytest.mark.parametrize("name", REFERENCES)
+def test_learner_exception_is_reported_and_chained(name):
+    def broken(*args, **kwargs):
+        raise ValueError("oops")
+
+    with pytest.raises(ExerciseError, match="your code raised ValueError: oops") as error:
+        REFERENCES[name][0](broken)
+    assert isinstance(error.value.__cause__, ValueError)
+
+
+@pytest.mark.parametrize("case", WRITTEN_DIFFERENTLY)
+def test_correct_answer_written_differently_passes(case, capsys):
+    name, answer = WRITTEN_DIFFERENTLY[case]
+    assert check_named(name)(answer) is None
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"✔ {name}: correct"), lines
+
+
+@pytest.mark.parametrize("case", BUGS_WRITTEN_DIFFERENTLY)
+def test_bug_written_differently_is_named(case, capsys):
+    name, buggy, hint = BUGS_WRITTEN_DIFFERENTLY[case]
+    with pytest.raises(ExerciseError) as error:
+        check_named(name)(buggy)
+    message = str(error.value)
+    assert message.startswith(f"{name}: ") and hint in message, message
+    assert capsys.readouterr().out == ""
+
+
+# --- answers that used to fool the checks: dropout, cross-attention wiring ----------------
+
+
+class EncoderLayerFunctionalDropout(nn.Module):
+    def __init__(self, d_model, n_heads, d_ff, dropout=0.0):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.norm1, self.norm2 = LayerNorm(d_model), LayerNorm(d_model)
+        self.p = dropout
+
+    def forward(self, x, src_mask=None):
+        x = self.norm1(x + F.dropout(self.self_attn(x, x, x, src_mask), self.p))
+        return self.norm2(x + F.dropout(self.feed_forward(x), self.p))
+
+
+class DecoderLayerFunctionalDropout(model.DecoderLayer):
+    def forward(self, x, memory, src_mask=None, tgt_mask=None):
+        p = self.sublayers[0].dropout.p
+        x = self.sublayers[0].norm(x + F.dropout(self.self_attn(x, x, x, tgt_mask), p))
+        x = self.sublayers[1].norm(x + F.dropout(self.cross_attn(x, memory, memory, src_mask), p))
+        return self.sublayers[2].norm(x + F.dropout(self.feed_forward(x), p))
+
+
+@pytest.mark.parametrize(
+    "check, answer",
+    [
+        (checks.check_encoder_layer, EncoderLayerFunctionalDropout),
+        (checks.check_decoder_layer, DecoderLayerFunctionalDropout),
+    ],
+    ids=["encoder_layer", "decoder_layer"],
+)
+def test_dropout_left_on_in_eval_mode_is_named(check, answer):
+    error = failure(check, answer)
+    message = str(error)
+    assert "dropout is still on" in message and "training=self.training" in " ".join(error.fixes), message
+
+
+class DecoderLayerCrossWiring(model.DecoderLayer):
+    """The package's decoder layer with cross_attn fed from the wrong sides."""
+
+    wiring = "memory, x, x"
+
+    def __init__(self, d_model, n_heads, d_ff, dropout=0.0):
+        super().__init__(d_model, n_heads, d_ff, dropout)
+
+    def forward(self, x, memory, src_mask=None, tgt_mask=None):
+        x = self.sublayers[0](x, lambda y: self.self_attn(y, y, y, tgt_mask))
+        if self.wiring == "memory, x, x":
+            x = self.sublayers[1](x, lambda y: self.cross_attn(memory, y, y, src_mask))
+        else:  # "x, x, memory"
+            x = self.sublayers[1](x, lambda y: self.cross_attn(y, y, memory, src_mask))
+        return self.sublayers[2](x, self.feed_forward)
+
+
+@pytest.mark.parametrize(
+    "wiring, named",
+    [("memory, x, x", "memory as queries and x as keys and values"), ("x, x, memory", "using x as keys.")],
+)
+def test_mis_wired_cross_attention_is_named(wiring, named):
+    answer = type("DecoderLayerWired", (DecoderLayerCrossWiring,), {"wiring": wiring})
+    message = str(failure(checks.check_decoder_layer, answer))
+    assert "cross-attention is mis-wired" in message and f"cross_attn({wiring}, ...)" in message, message
+    assert named in message and "future leaks" not in message
+
+
+# --- an instance instead of the class -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "check, instance, name",
+    [
+        (checks.check_decoder_layer, model.DecoderLayer(8, 2, 16), "decoder_layer(DecoderLayer)"),
+    ],
+    ids=["decoder_layer"],
+)
+def test_an_instance_instead_of_the_class_is_named(check, instance, name):
+    message = str(failure(check, instance))
+    assert f"pass the class, not an instance: check_{name}" in message, message

@@ -1,0 +1,173 @@
+"""check_noam_rate (§5.3), fed the reference, correct answers written differently and the bugs learners write.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from check_helpers import check_named, stub
+from transformer_lessons import checks, schedule
+from transformer_lessons.checks import ExerciseError
+from transformer_lessons.checks import schedule as check_schedule
+from transformer_lessons.schedule import noam_rate as course_noam_rate
+
+# --- reference answers written the way a learner would ------------------------------------
+
+
+def noam_rate(step, d_model, warmup, factor=1.0):
+    return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+# --- right answers and bugs written differently -------------------------------------------
+
+
+def noam_branch(step, d_model, warmup, factor=1.0):
+    if step < warmup:  # warm-up: linear in step
+        return factor * step / (math.sqrt(d_model) * warmup**1.5)
+    return factor / math.sqrt(d_model * step)  # then 1/sqrt(step)
+
+
+def noam_sqrt(step, d_model, warmup, factor=1.0):
+    return factor * math.pow(d_model, -0.5) * min(1 / math.sqrt(step), step / (warmup * math.sqrt(warmup)))
+
+
+def noam_branch_flipped(step, d_model, warmup, factor=1.0):
+    if step > warmup:  # the bug: the comparison is the wrong way round, so each branch runs where the other should
+        return factor * step / (math.sqrt(d_model) * warmup**1.5)
+    return factor / math.sqrt(d_model * step)
+
+
+# --- the tables ---------------------------------------------------------------------------
+
+REFERENCES = {
+    "noam_rate": (checks.check_noam_rate, noam_rate),
+}
+
+
+# (check, buggy answer, a phrase the hint must contain)
+BUGS = {
+    # learning-rate schedule
+    "noam-no-warmup": ("noam_rate", lambda s, d, w, f=1.0: f * d**-0.5 * s**-0.5, "warm-up is missing"),
+    "noam-exponent": ("noam_rate", lambda s, d, w, f=1.0: f * d**-0.5 * min(s**-0.5, s * w**-0.5), "exponents"),
+    "noam-d-model": ("noam_rate", lambda s, d, w, f=1.0: f * d**0.5 * min(s**-0.5, s * w**-1.5), "power -0.5"),
+    "noam-max": ("noam_rate", lambda s, d, w, f=1.0: f * d**-0.5 * max(s**-0.5, s * w**-1.5), "not the larger (max)"),
+    "noam-factor-ignored": ("noam_rate", lambda s, d, w, f=1.0: d**-0.5 * min(s**-0.5, s * w**-1.5), "factor"),
+    "noam-wrong-type": ("noam_rate", lambda s, d, w, f=1.0: [noam_rate(s, d, w, f)], "float"),
+    "noam-unknown": ("noam_rate", lambda s, d, w, f=1.0: 1e-3, "should be"),
+}
+
+
+# Correct answers written differently from the package: the checks must accept them too.
+ALTERNATIVES = {
+    "noam-tensor": ("noam_rate", lambda s, d, w, f=1.0: f * torch.tensor(d, dtype=torch.float64) ** -0.5 * min(s**-0.5, s * w**-1.5)),
+}
+
+
+# Correct answers written the way a learner would, differently from the reference and the answers above.
+WRITTEN_DIFFERENTLY = {
+    "noam_branch": ("noam_rate", noam_branch),
+    "noam_sqrt": ("noam_rate", noam_sqrt),
+}
+
+
+# Bugs written in the styles above, each one a mistake the older tests did not feed its check:
+# (check, buggy answer, a phrase of the message that names the bug)
+BUGS_WRITTEN_DIFFERENTLY = {
+    "noam_branch_flipped": ("noam_rate", noam_branch_flipped, "not the larger (max)"),
+}
+
+
+# --- tests --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", REFERENCES)
+def test_reference_passes_with_one_line(name, capsys):
+    check, reference = REFERENCES[name]
+    assert check(reference) is None
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"✔ {name}: correct")
+
+
+PACKAGE_REFERENCES = {
+    "noam_rate": schedule.noam_rate,
+}
+
+
+@pytest.mark.parametrize("name", PACKAGE_REFERENCES)
+def test_package_reference_passes(name, capsys):
+    check = getattr(checks, f"check_{name}")
+    assert check(PACKAGE_REFERENCES[name]) is None
+    assert capsys.readouterr().out.startswith(f"✔ {name}: correct")
+
+
+@pytest.mark.parametrize("case", ALTERNATIVES)
+def test_other_correct_answers_pass(case, capsys):
+    name, answer = ALTERNATIVES[case]
+    assert REFERENCES[name][0](answer) is None
+    assert capsys.readouterr().out.startswith(f"✔ {name}: correct")
+
+
+@pytest.mark.parametrize("case", BUGS)
+def test_known_bug_is_named(case, capsys):
+    name, buggy, hint = BUGS[case]
+    check = REFERENCES[name][0]
+    with pytest.raises(ExerciseError) as error:
+        check(buggy)
+    message = str(error.value)
+    assert message.startswith(f"{name}: ")
+    assert hint in message, message
+    assert capsys.readouterr().out == ""  # nothing printed on failure: the error says it all
+
+
+@pytest.mark.parametrize("name", REFERENCES)
+def test_stub_returns_none_and_says_so(name, capsys):
+    check = REFERENCES[name][0]
+    assert check(stub) is None
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1
+    assert out.startswith(f"{name}: not implemented yet — ")
+
+
+@pytest.mark.parametrize("name", REFERENCES)
+def test_learner_exception_is_reported_and_chained(name):
+    def broken(*args, **kwargs):
+        raise ValueError("oops")
+
+    with pytest.raises(ExerciseError, match="your code raised ValueError: oops") as error:
+        REFERENCES[name][0](broken)
+    assert isinstance(error.value.__cause__, ValueError)
+
+
+@pytest.mark.parametrize("name", ["noam_rate"])
+def test_returning_none_asks_for_a_return(name):
+    with pytest.raises(ExerciseError, match="return"):
+        REFERENCES[name][0](lambda *args: None)
+
+
+@pytest.mark.parametrize("case", WRITTEN_DIFFERENTLY)
+def test_correct_answer_written_differently_passes(case, capsys):
+    name, answer = WRITTEN_DIFFERENTLY[case]
+    assert check_named(name)(answer) is None
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"✔ {name}: correct"), lines
+
+
+@pytest.mark.parametrize("case", BUGS_WRITTEN_DIFFERENTLY)
+def test_bug_written_differently_is_named(case, capsys):
+    name, buggy, hint = BUGS_WRITTEN_DIFFERENTLY[case]
+    with pytest.raises(ExerciseError) as error:
+        check_named(name)(buggy)
+    message = str(error.value)
+    assert message.startswith(f"{name}: ") and hint in message, message
+    assert capsys.readouterr().out == ""
+
+
+def test_buggy_noam_with_default_knobs_is_the_course_formula():
+    # check_noam_rate compares with schedule.noam_rate; its knob function only reproduces the bugs,
+    # and must not drift from the one formula it varies.
+    for d_model, warmup, factor in ((512, 4000, 1.0), (256, 100, 2.0), (128, 1, 0.5)):
+        for step in (1, 2, warmup - 1 or 1, warmup, warmup + 1, 10 * warmup, 123_457):
+            assert check_schedule._buggy_noam(step, d_model, warmup, factor) == course_noam_rate(step, d_model, warmup, factor)
