@@ -15,7 +15,7 @@ export PIP_NO_INDEX := 1
 export PIP_FIND_LINKS := $(abspath classroom/wheels)
 endif
 
-.PHONY: learn lab test unit notebooks setup bench clean execute learner learner-test browser-test ci classroom offline-test lock colab-test
+.PHONY: learn lab test unit notebooks setup format bench clean execute learner learner-test browser-test ci classroom offline-test lock colab-test
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -67,10 +67,12 @@ lab: setup
 	$(if $(AS_ROOT),$(ROOT_NOTE))
 	$(DATA_ENV) $(BIN)/jupyter lab notebooks/ $(if $(AS_ROOT),--allow-root) $(ARGS)
 
-# Every test: unit tests, then every notebook executed by nbval in quick mode.
+# Every test: the code's format and lint (ruff), unit tests, then every notebook executed by nbval in quick mode.
 # TQDM_MININTERVAL: progress bars refresh at most every 5 s, so a long bar cannot flood
 # the kernel messages nbval reads.
 test: setup
+	$(BIN)/python -m ruff format --check $(CODE)
+	$(BIN)/python -m ruff check $(CODE)
 	TQDM_MININTERVAL=5 TRANSFORMER_LESSONS_MODE=quick TRANSFORMER_LESSONS_DATA="$(DATA)" MPLBACKEND=agg \
 		$(BIN)/python -m pytest tests --nbval notebooks/ -m "not learner_exec" --ignore=tests/browser -p no:cacheprovider
 
@@ -80,6 +82,12 @@ unit: setup
 notebooks: setup
 	TRANSFORMER_LESSONS_MODE=quick TRANSFORMER_LESSONS_DATA="$(DATA)" MPLBACKEND=agg \
 		$(BIN)/python -m pytest --nbval notebooks/ -p no:cacheprovider
+
+# The code in ruff's one format, and its lint (pyproject.toml's [tool.ruff]); make test checks both first.
+CODE := transformer_lessons tests scripts benchmarks images
+format: setup
+	$(BIN)/python -m ruff format $(CODE)
+	$(BIN)/python -m ruff check --fix $(CODE)
 
 bench: setup
 	$(BIN)/python benchmarks/bench_model.py

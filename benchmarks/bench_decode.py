@@ -40,14 +40,27 @@ BUCKET_EDGES = (10, 14, 18)
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sentences", type=int, default=150, help="test sentences to decode (default 150)")
-    p.add_argument("--rounds", type=int, default=3, help="alternating rounds; the best time of each way is kept (default 3)")
+    p.add_argument(
+        "--rounds", type=int, default=3, help="alternating rounds; the best time of each way is kept (default 3)"
+    )
     p.add_argument("--beam-sizes", default="1,4", help="comma-separated beam sizes; 1 = greedy (default 1,4)")
     p.add_argument("--batch-size", type=int, default=64, help="sentences decoded together, as translate() (default 64)")
-    p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads; 0 keeps torch's default. "
-                   "1 by default: on a busy small machine more threads oversubscribe the cores")
-    p.add_argument("--fused", action="store_true", help="switch off attention-weight recording (fused_attention) in both")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch.set_num_threads; 0 keeps torch's default. "
+        "1 by default: on a busy small machine more threads oversubscribe the cores",
+    )
+    p.add_argument(
+        "--fused", action="store_true", help="switch off attention-weight recording (fused_attention) in both"
+    )
     p.add_argument("--random", action="store_true", help="random sentences even when Multi30k is there")
-    p.add_argument("--data-dir", default=os.environ.get("TRANSFORMER_LESSONS_DATA"), help="raw Multi30k files (default: $TRANSFORMER_LESSONS_DATA)")
+    p.add_argument(
+        "--data-dir",
+        default=os.environ.get("TRANSFORMER_LESSONS_DATA"),
+        help="raw Multi30k files (default: $TRANSFORMER_LESSONS_DATA)",
+    )
     return p.parse_args(argv)
 
 
@@ -58,12 +71,16 @@ def load_sentences(args, src_vocab) -> tuple[list[list[str]], str]:
             from transformer_lessons.data import Tokenizer, load_split
 
             pairs = load_split("test_2016_flickr", data_dir=args.data_dir, progress=False)[: args.sentences]
-            return Tokenizer("de").tokenize_batch(de for de, _ in pairs), f"Multi30k test_2016_flickr (first {len(pairs)})"
+            return Tokenizer("de").tokenize_batch(
+                de for de, _ in pairs
+            ), f"Multi30k test_2016_flickr (first {len(pairs)})"
         except Exception as err:  # no data, no network or no spaCy: time on random sentences instead
             print(f"(no Multi30k test sentences: {str(err)[:100]}; using random sentences)")
     rng = random.Random(0)
     words = [w for w in src_vocab.itos if not w.startswith("<")]
-    return [[rng.choice(words) for _ in range(rng.randint(8, 18))] for _ in range(args.sentences)], f"{args.sentences} random sentences"
+    return [
+        [rng.choice(words) for _ in range(rng.randint(8, 18))] for _ in range(args.sentences)
+    ], f"{args.sentences} random sentences"
 
 
 def bucket_name(i: int) -> str:
@@ -87,7 +104,13 @@ def time_both(course, sentences, beam_size: int, args) -> tuple[float, float, bo
         for use_cache in (False, True):  # alternate, so a neighbour's load hits both alike
             start = time.perf_counter()
             outputs[use_cache] = decode_token_lists(
-                course.model, sentences, course.src_vocab, course.tgt_vocab, beam_size, batch_size=args.batch_size, use_cache=use_cache
+                course.model,
+                sentences,
+                course.src_vocab,
+                course.tgt_vocab,
+                beam_size,
+                batch_size=args.batch_size,
+                use_cache=use_cache,
             )
             times[use_cache].append(time.perf_counter() - start)
     return min(times[False]), min(times[True]), outputs[False] == outputs[True]
@@ -104,11 +127,15 @@ def main(argv: list[str] | None = None) -> None:
     course = load_course_model(device="cpu", progress=False)
     sentences, source = load_sentences(args, course.src_vocab)
     beam_sizes = [int(b) for b in args.beam_sizes.split(",")]
-    print(f"model: the course model ({course.model.num_parameters():,} parameters, {course.model.config.n_layers} layers, d_model {course.model.config.d_model}), "
-          f"cpu, {torch.get_num_threads()} threads, torch {torch.__version__}, attention weights {'not recorded (fused)' if args.fused else 'recorded (eval default)'}")
+    print(
+        f"model: the course model ({course.model.num_parameters():,} parameters, {course.model.config.n_layers} layers, d_model {course.model.config.d_model}), "
+        f"cpu, {torch.get_num_threads()} threads, torch {torch.__version__}, attention weights {'not recorded (fused)' if args.fused else 'recorded (eval default)'}"
+    )
     print(f"sentences: {source}; batch {args.batch_size}; best of {args.rounds} alternating rounds")
     with fused_attention(course.model) if args.fused else nullcontext():
-        greedy = decode_token_lists(course.model, sentences, course.src_vocab, course.tgt_vocab, 1, batch_size=args.batch_size)
+        greedy = decode_token_lists(
+            course.model, sentences, course.src_vocab, course.tgt_vocab, 1, batch_size=args.batch_size
+        )
         groups = [(bucket_name(i), g) for i, g in enumerate(buckets_by_output_length(greedy)) if g]
         print(f"\n{'decoding':<9} {'output len':>10} {'sents':>6} {'recompute s':>12} {'cached s':>9} {'speedup':>8}")
         totals: dict[int, list[float]] = {}
@@ -122,7 +149,9 @@ def main(argv: list[str] | None = None) -> None:
                     raise SystemExit(1)
                 total[0], total[1] = total[0] + slow, total[1] + fast
                 print(f"{how:<9} {name:>10} {len(group):>6} {slow:>12.3f} {fast:>9.3f} {slow / fast:>7.2f}x")
-            print(f"{how:<9} {'all':>10} {len(sentences):>6} {total[0]:>12.3f} {total[1]:>9.3f} {total[0] / total[1]:>7.2f}x")
+            print(
+                f"{how:<9} {'all':>10} {len(sentences):>6} {total[0]:>12.3f} {total[1]:>9.3f} {total[0] / total[1]:>7.2f}x"
+            )
     print("\noutputs identical with and without the cache: yes")
     if 1 in totals:
         slow, fast = totals[1]

@@ -62,8 +62,13 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32")
     p.add_argument("--norm-first", action="store_true", help="pre-norm layers in both models")
     p.add_argument("--modes", default="train,eval-rec,infer,infer-fused")
-    p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads; 0 keeps torch's default. "
-                   "1 by default: on a busy small machine more threads oversubscribe the cores and the timings explode")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch.set_num_threads; 0 keeps torch's default. "
+        "1 by default: on a busy small machine more threads oversubscribe the cores and the timings explode",
+    )
     p.add_argument("--seed", type=int, default=0)
     return p.parse_args()
 
@@ -119,9 +124,16 @@ def main() -> None:
     decoder = Decoder(c.n_layers, D, c.n_heads, c.d_ff, c.dropout, c.norm_first)
     ours = nn.ModuleDict({"encoder": encoder, "decoder": decoder})
     ref = nn.Transformer(
-        d_model=D, nhead=c.n_heads, num_encoder_layers=c.n_layers, num_decoder_layers=c.n_layers,
-        dim_feedforward=c.d_ff, dropout=c.dropout, activation="relu", layer_norm_eps=1e-5,
-        batch_first=True, norm_first=c.norm_first,
+        d_model=D,
+        nhead=c.n_heads,
+        num_encoder_layers=c.n_layers,
+        num_decoder_layers=c.n_layers,
+        dim_feedforward=c.d_ff,
+        dropout=c.dropout,
+        activation="relu",
+        layer_norm_eps=1e-5,
+        batch_first=True,
+        norm_first=c.norm_first,
     )
     copy_weights(encoder, decoder, ref)
     ours.to(device)
@@ -133,8 +145,8 @@ def main() -> None:
     src_ids = torch.ones(B, S, dtype=torch.long, device=device)
     tgt_ids = torch.ones(B, T, dtype=torch.long, device=device)
     for b in range(B):
-        src_ids[b, torch.randint(S // 2 + 1, S + 1, ()).item():] = PAD
-        tgt_ids[b, torch.randint(T // 2 + 1, T + 1, ()).item():] = PAD
+        src_ids[b, torch.randint(S // 2 + 1, S + 1, ()).item() :] = PAD
+        tgt_ids[b, torch.randint(T // 2 + 1, T + 1, ()).item() :] = PAD
     src_mask = padding_mask(src_ids, PAD)  # (B, 1, 1, S), True = may attend
     tgt_mask = target_mask(tgt_ids, PAD)  # (B, 1, T, T)
     # nn.Transformer reads True as "blocked": invert ours. Per-head masks go in as (B*H, T, T).
@@ -210,8 +222,10 @@ def main() -> None:
         f"dropout={c.dropout} norm_first={c.norm_first} | batch {B} src_len {S} tgt_len {T} | "
         f"{n_params / 1e6:.2f}M parameters in the stacks"
     )
-    print(f"same function: max |ours - nn.Transformer| = {diff:.2e} (float32, eval, real target rows; "
-          f"tolerance {tolerance:.2e})")
+    print(
+        f"same function: max |ours - nn.Transformer| = {diff:.2e} (float32, eval, real target rows; "
+        f"tolerance {tolerance:.2e})"
+    )
     print(f"median of {args.iters} iterations after {args.warmup} warm-up, milliseconds per step\n")
     print(f"{'mode':<11} {'ours ms':>9} {'nn ms':>9} {'ours/nn':>8}  what")
     for mode, a, b, r, note in rows:

@@ -129,9 +129,19 @@ def get_batches(args, n: int):
         from transformer_lessons.data import DataError, prepare_corpus
 
         corpus = prepare_corpus(
-            args.data_dir, min_freq=config.min_freq, limit=args.limit, splits=("train",), progress=False, bpe_merges=config.bpe_merges
+            args.data_dir,
+            min_freq=config.min_freq,
+            limit=args.limit,
+            splits=("train",),
+            progress=False,
+            bpe_merges=config.bpe_merges,
         )
-        return _batches_from(corpus, config, n), len(corpus.src_vocab), len(corpus.tgt_vocab), f"Multi30k (first {args.limit} training pairs)"
+        return (
+            _batches_from(corpus, config, n),
+            len(corpus.src_vocab),
+            len(corpus.tgt_vocab),
+            f"Multi30k (first {args.limit} training pairs)",
+        )
     except (DataError, ImportError) as err:
         from transformer_lessons.data import make_batch
 
@@ -142,7 +152,13 @@ def get_batches(args, n: int):
         for _ in range(n):
             length = int(torch.randint(8, 20, (1,), generator=g))
             rows = max(1, config.max_tokens // (length + 1))
-            pairs = [(torch.randint(4, vocab, (length,), generator=g).tolist(), torch.randint(4, vocab, (length,), generator=g).tolist()) for _ in range(rows)]
+            pairs = [
+                (
+                    torch.randint(4, vocab, (length,), generator=g).tolist(),
+                    torch.randint(4, vocab, (length,), generator=g).tolist(),
+                )
+                for _ in range(rows)
+            ]
             batches.append(make_batch(pairs, PAD, BOS, EOS))
         return batches, vocab, vocab, "random batches"
 
@@ -166,7 +182,9 @@ def make_step(model: nn.Module, args, device, precision: str | None = None) -> C
     return step
 
 
-def time_steps(models: dict[str, nn.Module], batches: list, args, device, n_warmup: int, precisions: dict | None = None) -> dict[str, float]:
+def time_steps(
+    models: dict[str, nn.Module], batches: list, args, device, n_warmup: int, precisions: dict | None = None
+) -> dict[str, float]:
     """Target tokens per second of each model over ``batches[n_warmup:]``, the models taking turns step by step.
 
     Each timed batch is stepped ``args.rounds`` times per model and its fastest
@@ -204,7 +222,9 @@ def compile_and_time(models: dict[str, nn.Module], eager: dict[str, float], batc
     backend or op) is printed in one line instead of ending the benchmark.
     """
     timed = batches[args.warmup_steps :]
-    print(f"torch.compile(backend={args.compile_backend!r}, dynamic=True): a first untimed pass over the {len(timed)} timed batches compiles every shape")
+    print(
+        f"torch.compile(backend={args.compile_backend!r}, dynamic=True): a first untimed pass over the {len(timed)} timed batches compiles every shape"
+    )
     compiled = {}
     for name, model in models.items():
         start = time.perf_counter()
@@ -215,7 +235,9 @@ def compile_and_time(models: dict[str, nn.Module], eager: dict[str, float], batc
                 step(batch.to(device))
         except Exception as err:  # noqa: BLE001 - any failure to compile is reported, not raised
             reason = " ".join(str(err).split())[:300] or type(err).__name__
-            print(f"torch.compile failed for {name} on {device.type}, so no compiled figures: {type(err).__name__}: {reason}")
+            print(
+                f"torch.compile failed for {name} on {device.type}, so no compiled figures: {type(err).__name__}: {reason}"
+            )
             return
         print(f"  {name}: compiled and first pass in {time.perf_counter() - start:.0f} s")
     rates = time_steps(compiled, timed, args, device, n_warmup=0)
@@ -239,17 +261,43 @@ def compare_precision(config, src_v: int, tgt_v: int, batches, args, device) -> 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
-    parser.add_argument("--preset", choices=tuple(TRAIN_PRESETS), default="quick", help="model size and batch tokens (default quick)")
+    parser.add_argument(
+        "--preset", choices=tuple(TRAIN_PRESETS), default="quick", help="model size and batch tokens (default quick)"
+    )
     parser.add_argument("--steps", type=int, default=20, help="timed training steps per model (default 20)")
     parser.add_argument("--warmup-steps", type=int, default=3, help="untimed steps first (default 3)")
     parser.add_argument("--limit", type=int, default=4000, help="training pairs to draw batches from (default 4000)")
     parser.add_argument("--data-dir", help="raw Multi30k files (default: $TRANSFORMER_LESSONS_DATA)")
-    parser.add_argument("--corpus", metavar="PATH", help="a corpus file saved by 'python -m transformer_lessons prepare' (no spaCy needed); replaces --data-dir")
-    parser.add_argument("--rounds", type=int, default=2, help="times each timed batch is stepped per model; its fastest step counts (default 2)")
-    parser.add_argument("--compile", action="store_true", help="also time torch.compile'd copies of both models (slow to start: compiling)")
-    parser.add_argument("--precision", choices=("auto", "float32", "bfloat16"), default="auto", help="autocast of both models, as train --precision (default auto)")
-    parser.add_argument("--compare-precision", action="store_true", help="also time our model in float32 against bfloat16 autocast")
-    parser.add_argument("--compile-backend", default="inductor", help="torch.compile backend with --compile (default inductor; 'eager' checks the plumbing fast)")
+    parser.add_argument(
+        "--corpus",
+        metavar="PATH",
+        help="a corpus file saved by 'python -m transformer_lessons prepare' (no spaCy needed); replaces --data-dir",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=2,
+        help="times each timed batch is stepped per model; its fastest step counts (default 2)",
+    )
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="also time torch.compile'd copies of both models (slow to start: compiling)",
+    )
+    parser.add_argument(
+        "--precision",
+        choices=("auto", "float32", "bfloat16"),
+        default="auto",
+        help="autocast of both models, as train --precision (default auto)",
+    )
+    parser.add_argument(
+        "--compare-precision", action="store_true", help="also time our model in float32 against bfloat16 autocast"
+    )
+    parser.add_argument(
+        "--compile-backend",
+        default="inductor",
+        help="torch.compile backend with --compile (default inductor; 'eager' checks the plumbing fast)",
+    )
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.steps < 1:
         parser.error("--rounds and --steps must be at least 1")
@@ -267,8 +315,10 @@ def main(argv: list[str] | None = None) -> None:
         f"device {device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else f'{torch.get_num_threads()} threads'}), "
         f"torch {torch.__version__}, autocast {str(amp).replace('torch.', '') if amp is not None else 'off (float32)'}"
     )
-    print(f"batches: {source}, {TRAIN_PRESETS[args.preset].max_tokens} tokens max, {args.steps} timed steps after {args.warmup_steps} warm-up, "
-          f"the models alternating step by step, best of {args.rounds} rounds per batch")
+    print(
+        f"batches: {source}, {TRAIN_PRESETS[args.preset].max_tokens} tokens max, {args.steps} timed steps after {args.warmup_steps} warm-up, "
+        f"the models alternating step by step, best of {args.rounds} rounds per batch"
+    )
     print(f"parameters: ours {ours.num_parameters():,}, nn.Transformer {sum(p.numel() for p in theirs.parameters()):,}")
     models = {"ours": ours, "nn.Transformer": theirs}
     eager = time_steps(models, batches, args, device, args.warmup_steps)

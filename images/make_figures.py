@@ -62,8 +62,16 @@ def canvas(width: float, height: float):
 
 def box(ax, cx, cy, w, h, text="", color="white", fontsize=FONT, lw=1.3, ec=INK, weight="normal", z=2, rounding=0.08):
     ax.add_patch(
-        FancyBboxPatch((cx - w / 2, cy - h / 2), w, h, boxstyle=f"round,pad=0,rounding_size={rounding}",
-                       fc=color, ec=ec, lw=lw, zorder=z)
+        FancyBboxPatch(
+            (cx - w / 2, cy - h / 2),
+            w,
+            h,
+            boxstyle=f"round,pad=0,rounding_size={rounding}",
+            fc=color,
+            ec=ec,
+            lw=lw,
+            zorder=z,
+        )
     )
     if text:
         ax.text(cx, cy, text, ha="center", va="center", fontsize=fontsize, color=INK, weight=weight, zorder=z + 1)
@@ -71,8 +79,11 @@ def box(ax, cx, cy, w, h, text="", color="white", fontsize=FONT, lw=1.3, ec=INK,
 
 
 def arrow(ax, start, end, color=INK, lw=1.5, style="-|>", z=1, **kw):
-    ax.add_patch(FancyArrowPatch(start, end, arrowstyle=style, mutation_scale=14, lw=lw, color=color,
-                                 shrinkA=0, shrinkB=0, zorder=z, **kw))
+    ax.add_patch(
+        FancyArrowPatch(
+            start, end, arrowstyle=style, mutation_scale=14, lw=lw, color=color, shrinkA=0, shrinkB=0, zorder=z, **kw
+        )
+    )
 
 
 def path_arrow(ax, points, color=INK, lw=1.5, z=1):
@@ -99,20 +110,47 @@ def grid(ax, x0, y0, rows, cols, cell, color, values=None, lw=0.8, z=2):
     for r in range(rows):
         for c in range(cols):
             alpha = 1.0 if values is None else 0.12 + 0.88 * values[r][c]
-            ax.add_patch(Rectangle((x0 + c * cell, y0 + (rows - 1 - r) * cell), cell, cell, fc=color, ec=INK,
-                                   lw=lw, alpha=1.0, zorder=z))
+            ax.add_patch(
+                Rectangle(
+                    (x0 + c * cell, y0 + (rows - 1 - r) * cell),
+                    cell,
+                    cell,
+                    fc=color,
+                    ec=INK,
+                    lw=lw,
+                    alpha=1.0,
+                    zorder=z,
+                )
+            )
             if values is not None:  # shade with white on top so the grid lines stay crisp
-                ax.add_patch(Rectangle((x0 + c * cell, y0 + (rows - 1 - r) * cell), cell, cell, fc="white",
-                                       ec=INK, lw=lw, alpha=1 - alpha, zorder=z + 0.1))
-    return {"left": (x0, y0 + rows * cell / 2), "right": (x0 + cols * cell, y0 + rows * cell / 2),
-            "top": (x0 + cols * cell / 2, y0 + rows * cell), "bottom": (x0 + cols * cell / 2, y0)}
+                ax.add_patch(
+                    Rectangle(
+                        (x0 + c * cell, y0 + (rows - 1 - r) * cell),
+                        cell,
+                        cell,
+                        fc="white",
+                        ec=INK,
+                        lw=lw,
+                        alpha=1 - alpha,
+                        zorder=z + 0.1,
+                    )
+                )
+    return {
+        "left": (x0, y0 + rows * cell / 2),
+        "right": (x0 + cols * cell, y0 + rows * cell / 2),
+        "top": (x0 + cols * cell / 2, y0 + rows * cell),
+        "bottom": (x0 + cols * cell / 2, y0),
+    }
 
 
 def legend(ax, x, y, entries, fontsize=SMALL):
     for i, (label, color) in enumerate(entries):
         yy = y - i * 0.38
-        ax.add_patch(FancyBboxPatch((x, yy - 0.12), 0.36, 0.24, boxstyle="round,pad=0,rounding_size=0.04",
-                                    fc=color, ec=INK, lw=1.0))
+        ax.add_patch(
+            FancyBboxPatch(
+                (x, yy - 0.12), 0.36, 0.24, boxstyle="round,pad=0,rounding_size=0.04", fc=color, ec=INK, lw=1.0
+            )
+        )
         ax.text(x + 0.5, yy, label, va="center", fontsize=fontsize, color=INK)
 
 
@@ -178,19 +216,38 @@ def draw_encoder_layer(out_dir, png=False):
     ax.text(cx, 0.25, "x: one vector per source token (S × d_model)", ha="center", fontsize=SMALL, color=INK)
     arrow(ax, (cx, 0.5), (cx, 1.15))
     top, _ = sublayer_stack(
-        ax, cx, 1.15,
-        [("Multi-head self-attention", COLORS["self_attn"], ("Q", "K", "V")),
-         ("Feed-forward", COLORS["ffn"], None)],
+        ax,
+        cx,
+        1.15,
+        [("Multi-head self-attention", COLORS["self_attn"], ("Q", "K", "V")), ("Feed-forward", COLORS["ffn"], None)],
     )
     frame_top = top + 0.55
-    ax.add_patch(FancyBboxPatch((1.3, 0.95), 4.6, frame_top - 0.95, boxstyle="round,pad=0,rounding_size=0.15",
-                                fc=COLORS["layer_bg"], ec="#9e9e9e", lw=1.2, zorder=0))
+    ax.add_patch(
+        FancyBboxPatch(
+            (1.3, 0.95),
+            4.6,
+            frame_top - 0.95,
+            boxstyle="round,pad=0,rounding_size=0.15",
+            fc=COLORS["layer_bg"],
+            ec="#9e9e9e",
+            lw=1.2,
+            zorder=0,
+        )
+    )
     arrow(ax, (cx, top), (cx, frame_top + 0.35))
-    ax.text(cx, frame_top + 0.45, "to the next layer (S × d_model)", ha="center", va="bottom", fontsize=SMALL, color=INK)
+    ax.text(
+        cx, frame_top + 0.45, "to the next layer (S × d_model)", ha="center", va="bottom", fontsize=SMALL, color=INK
+    )
     ax.text(6.1, (0.95 + frame_top) / 2, "× N", fontsize=FONT + 3, va="center", color=INK, weight="bold")
     ax.text(1.45, frame_top - 0.27, "Encoder layer", fontsize=FONT, color=INK, weight="bold", va="center")
-    ax.text(6.05, 2.05, "Q, K and V are\nall x: every\ntoken looks at\nevery token", fontsize=SMALL - 1,
-            va="center", color="#555555")
+    ax.text(
+        6.05,
+        2.05,
+        "Q, K and V are\nall x: every\ntoken looks at\nevery token",
+        fontsize=SMALL - 1,
+        va="center",
+        color="#555555",
+    )
     return save(fig, out_dir, "encoder_layer", png)
 
 
@@ -200,17 +257,33 @@ def draw_decoder_layer(out_dir, png=False):
     ax.text(cx, 0.25, "y: one vector per target token so far (T × d_model)", ha="center", fontsize=SMALL, color=INK)
     arrow(ax, (cx, 0.5), (cx, 1.15))
     top, boxes = sublayer_stack(
-        ax, cx, 1.15,
-        [("Masked multi-head\nself-attention", COLORS["masked_attn"], ("Q", "K", "V")),
-         ("Multi-head\ncross-attention", COLORS["cross_attn"], ("Q", None, None)),
-         ("Feed-forward", COLORS["ffn"], None)],
+        ax,
+        cx,
+        1.15,
+        [
+            ("Masked multi-head\nself-attention", COLORS["masked_attn"], ("Q", "K", "V")),
+            ("Multi-head\ncross-attention", COLORS["cross_attn"], ("Q", None, None)),
+            ("Feed-forward", COLORS["ffn"], None),
+        ],
         h=0.72,
     )
     frame_top = top + 0.55
-    ax.add_patch(FancyBboxPatch((1.3, 0.95), 4.6, frame_top - 0.95, boxstyle="round,pad=0,rounding_size=0.15",
-                                fc=COLORS["layer_bg"], ec="#9e9e9e", lw=1.2, zorder=0))
+    ax.add_patch(
+        FancyBboxPatch(
+            (1.3, 0.95),
+            4.6,
+            frame_top - 0.95,
+            boxstyle="round,pad=0,rounding_size=0.15",
+            fc=COLORS["layer_bg"],
+            ec="#9e9e9e",
+            lw=1.2,
+            zorder=0,
+        )
+    )
     arrow(ax, (cx, top), (cx, frame_top + 0.35))
-    ax.text(cx, frame_top + 0.45, "to the next layer (T × d_model)", ha="center", va="bottom", fontsize=SMALL, color=INK)
+    ax.text(
+        cx, frame_top + 0.45, "to the next layer (T × d_model)", ha="center", va="bottom", fontsize=SMALL, color=INK
+    )
     # Keys and values of the cross-attention come from the encoder.
     cross_box = boxes[1][0]
     y_box = cross_box["bottom"][1]
@@ -240,14 +313,34 @@ def mini_layer(ax, cx, y0, width, parts, title):
     for key, text in parts:
         h = heights.get(key, 0.44)
         color = COLORS["norm"] if key == "norm" else COLORS[key]
-        box(ax, cx, y + h / 2, width - 2 * pad, h, text, color, fontsize=SMALL if key != "norm" else SMALL - 2,
-            lw=1.0, rounding=0.05)
+        box(
+            ax,
+            cx,
+            y + h / 2,
+            width - 2 * pad,
+            h,
+            text,
+            color,
+            fontsize=SMALL if key != "norm" else SMALL - 2,
+            lw=1.0,
+            rounding=0.05,
+        )
         centres.setdefault(key, []).append(y + h / 2)
         y += h + 0.08
         top_of_parts = y
     top = top_of_parts - 0.08 + pad + 0.3
-    ax.add_patch(FancyBboxPatch((cx - width / 2, y0), width, top - y0, boxstyle="round,pad=0,rounding_size=0.1",
-                                fc=COLORS["layer_bg"], ec="#9e9e9e", lw=1.1, zorder=1))
+    ax.add_patch(
+        FancyBboxPatch(
+            (cx - width / 2, y0),
+            width,
+            top - y0,
+            boxstyle="round,pad=0,rounding_size=0.1",
+            fc=COLORS["layer_bg"],
+            ec="#9e9e9e",
+            lw=1.1,
+            zorder=1,
+        )
+    )
     ax.text(cx - width / 2 + 0.12, top - 0.17, title, fontsize=SMALL - 1, va="center", ha="left", color="#444444")
     return top, centres
 
@@ -256,11 +349,25 @@ def draw_encoder_decoder(out_dir, png=False):
     fig, ax = canvas(11.6, 12.4)
     ex, dx = 2.9, 8.3  # centres of the encoder and decoder columns
     width = 3.5
-    enc_parts = [("self_attn", "Self-attention"), ("norm", "Add & Norm"), ("ffn", "Feed-forward"), ("norm", "Add & Norm")]
-    dec_parts = [("masked_attn", "Masked self-attention"), ("norm", "Add & Norm"), ("cross_attn", "Cross-attention"),
-                 ("norm", "Add & Norm"), ("ffn", "Feed-forward"), ("norm", "Add & Norm")]
+    enc_parts = [
+        ("self_attn", "Self-attention"),
+        ("norm", "Add & Norm"),
+        ("ffn", "Feed-forward"),
+        ("norm", "Add & Norm"),
+    ]
+    dec_parts = [
+        ("masked_attn", "Masked self-attention"),
+        ("norm", "Add & Norm"),
+        ("cross_attn", "Cross-attention"),
+        ("norm", "Add & Norm"),
+        ("ffn", "Feed-forward"),
+        ("norm", "Add & Norm"),
+    ]
 
-    for cx, label, tokens in ((ex, "source tokens", "ein Hund rennt"), (dx, "target tokens, shifted right", "<bos> a dog")):
+    for cx, label, tokens in (
+        (ex, "source tokens", "ein Hund rennt"),
+        (dx, "target tokens, shifted right", "<bos> a dog"),
+    ):
         ax.text(cx, 0.3, f"{label}\n“{tokens}”", ha="center", va="center", fontsize=SMALL, color=INK)
         arrow(ax, (cx, 0.62), (cx, 1.0))
         box(ax, cx, 1.3, width * 0.8, 0.6, "Embedding × √d_model", COLORS["embed"])
@@ -280,8 +387,16 @@ def draw_encoder_decoder(out_dir, png=False):
     mem_y = topN + 0.55
     box(ax, ex, mem_y, width * 0.8, 0.5, "encoder output (memory)", "white", fontsize=SMALL)
     arrow(ax, (ex, topN), (ex, mem_y - 0.25))
-    ax.text(ex - width / 2 - 0.25, (2.75 + topN) / 2, "N× encoder layers", rotation=90, ha="center", va="center",
-            fontsize=FONT, color=INK)
+    ax.text(
+        ex - width / 2 - 0.25,
+        (2.75 + topN) / 2,
+        "N× encoder layers",
+        rotation=90,
+        ha="center",
+        va="center",
+        fontsize=FONT,
+        color=INK,
+    )
 
     # Decoder: layer 1, dots, layer N.
     dtop1, c1 = mini_layer(ax, dx, 2.75, width, dec_parts, "decoder layer 1")
@@ -289,19 +404,40 @@ def draw_encoder_decoder(out_dir, png=False):
     arrow(ax, (dx, dtop1), (dx, dtop1 + 0.22))
     arrow(ax, (dx, dtop1 + 0.7), (dx, dtop1 + 0.95))
     dtopN, cN = mini_layer(ax, dx, dtop1 + 0.95, width, dec_parts, "decoder layer N")
-    ax.text(dx + width / 2 + 0.25, (2.75 + dtopN) / 2, "N× decoder layers", rotation=90, ha="center", va="center",
-            fontsize=FONT, color=INK)
+    ax.text(
+        dx + width / 2 + 0.25,
+        (2.75 + dtopN) / 2,
+        "N× decoder layers",
+        rotation=90,
+        ha="center",
+        va="center",
+        fontsize=FONT,
+        color=INK,
+    )
 
     # The memory feeds the cross-attention of EVERY decoder layer (keys and values).
     bus_x = (ex + dx) / 2
     strip_left = dx - width / 2 + 0.14
-    ax.plot([ex + width * 0.4, bus_x, bus_x], [mem_y, mem_y, c1["cross_attn"][0]], color="#a64d79",
-            lw=2.0, zorder=1.5, solid_joinstyle="miter")
+    ax.plot(
+        [ex + width * 0.4, bus_x, bus_x],
+        [mem_y, mem_y, c1["cross_attn"][0]],
+        color="#a64d79",
+        lw=2.0,
+        zorder=1.5,
+        solid_joinstyle="miter",
+    )
     for y in (c1["cross_attn"][0], cN["cross_attn"][0]):
         arrow(ax, (bus_x, y), (strip_left, y), color="#a64d79", lw=2.0, z=3)
         ax.plot([bus_x], [y], "o", color="#a64d79", markersize=5, zorder=4)
-    ax.text((ex + width * 0.4 + bus_x) / 2 + 0.1, mem_y + 0.2, "keys and values\nfor every decoder layer",
-            ha="center", va="bottom", fontsize=SMALL - 1, color="#741b47")
+    ax.text(
+        (ex + width * 0.4 + bus_x) / 2 + 0.1,
+        mem_y + 0.2,
+        "keys and values\nfor every decoder layer",
+        ha="center",
+        va="bottom",
+        fontsize=SMALL - 1,
+        color="#741b47",
+    )
 
     # Output: linear + softmax.
     lin_y = dtopN + 0.55
@@ -310,18 +446,24 @@ def draw_encoder_decoder(out_dir, png=False):
     arrow(ax, (dx, lin_y + 0.25), (dx, lin_y + 0.55))
     box(ax, dx, lin_y + 0.8, width * 0.8, 0.5, "Softmax", COLORS["output"])
     arrow(ax, (dx, lin_y + 1.05), (dx, lin_y + 1.35))
-    ax.text(dx, lin_y + 1.55, "next-token probabilities\n“a dog runs”", ha="center", va="center", fontsize=SMALL,
-            color=INK)
+    ax.text(
+        dx, lin_y + 1.55, "next-token probabilities\n“a dog runs”", ha="center", va="center", fontsize=SMALL, color=INK
+    )
 
-    legend(ax, 0.35, 11.9, [
-        ("embedding", COLORS["embed"]),
-        ("encoder self-attention", COLORS["self_attn"]),
-        ("masked self-attention", COLORS["masked_attn"]),
-        ("cross-attention", COLORS["cross_attn"]),
-        ("feed-forward", COLORS["ffn"]),
-        ("add & norm (residual)", COLORS["norm"]),
-        ("output projection", COLORS["output"]),
-    ])
+    legend(
+        ax,
+        0.35,
+        11.9,
+        [
+            ("embedding", COLORS["embed"]),
+            ("encoder self-attention", COLORS["self_attn"]),
+            ("masked self-attention", COLORS["masked_attn"]),
+            ("cross-attention", COLORS["cross_attn"]),
+            ("feed-forward", COLORS["ffn"]),
+            ("add & norm (residual)", COLORS["norm"]),
+            ("output projection", COLORS["output"]),
+        ],
+    )
     return save(fig, out_dir, "encoder_decoder", png)
 
 
@@ -347,10 +489,23 @@ def draw_qkv(out_dir, png=False):
         path_arrow(ax, [g["right"], (2.85, g["right"][1]), (2.85, y), b["left"]])
         mats[name] = grid(ax, 5.0, y - 1.5 * cell, 3, 3, cell, colors[name])
         arrow(ax, b["right"], mats[name]["left"])
-        ax.text(5.0 + 1.5 * cell, y - 1.5 * cell - 0.08, f"{name} (T × d_k)" if name == "Q" else f"{name} (S × d_k)",
-                ha="center", va="top", fontsize=SMALL)
-    ax.text(3.8, 6.1, "three learned projections\n(the same X, three different matrices)", ha="center", va="center",
-            fontsize=SMALL - 1, color="#555555")
+        ax.text(
+            5.0 + 1.5 * cell,
+            y - 1.5 * cell - 0.08,
+            f"{name} (T × d_k)" if name == "Q" else f"{name} (S × d_k)",
+            ha="center",
+            va="top",
+            fontsize=SMALL,
+        )
+    ax.text(
+        3.8,
+        6.1,
+        "three learned projections\n(the same X, three different matrices)",
+        ha="center",
+        va="center",
+        fontsize=SMALL - 1,
+        color="#555555",
+    )
 
     # Scores: Q Kᵀ / √d_k.
     sc = box(ax, 7.75, 4.2, 1.7, 0.8, "$Q K^{\\top} / \\sqrt{d_k}$", "white", fontsize=FONT + 1)
@@ -365,8 +520,9 @@ def draw_qkv(out_dir, png=False):
     weights = [[0.62, 0.1, 0.28], [0.05, 0.8, 0.15], [0.2, 0.55, 0.25]]
     wg = grid(ax, 12.55, 4.2 - 1.5 * cell, 3, 3, cell, COLORS["self_attn"], values=weights)
     arrow(ax, sm["right"], wg["left"])
-    ax.text(12.55 + 1.5 * cell, 4.2 + 1.5 * cell + 0.1, "weights A\nrows sum to 1", ha="center", va="bottom",
-            fontsize=SMALL)
+    ax.text(
+        12.55 + 1.5 * cell, 4.2 + 1.5 * cell + 0.1, "weights A\nrows sum to 1", ha="center", va="bottom", fontsize=SMALL
+    )
 
     # Weighted sum of the values.
     ws = box(ax, 11.35, 1.25, 1.5, 0.8, "$A\\,V$\nweighted sum", "white", fontsize=SMALL)
@@ -375,8 +531,15 @@ def draw_qkv(out_dir, png=False):
     out = grid(ax, 12.55, 1.25 - 1.5 * cell, 3, 3, cell, "#cfe2f3")
     arrow(ax, ws["right"], out["left"])
     ax.text(12.55 + 1.5 * cell, 1.25 - 1.5 * cell - 0.08, "output\n(T × d_v)", ha="center", va="top", fontsize=SMALL)
-    ax.text(8.9, 0.55, "each output row mixes the value rows,\nweighted by how well its query\nmatched each key",
-            ha="center", va="center", fontsize=SMALL - 1, color="#555555")
+    ax.text(
+        8.9,
+        0.55,
+        "each output row mixes the value rows,\nweighted by how well its query\nmatched each key",
+        ha="center",
+        va="center",
+        fontsize=SMALL - 1,
+        color="#555555",
+    )
     return save(fig, out_dir, "qkv", png)
 
 
@@ -395,12 +558,31 @@ def draw_multi_head(out_dir, png=False):
         arrow(ax, b["top"], (cx, 2.35))
         x_left = cx - n_heads * chunk_w / 2
         for h in range(n_heads):
-            ax.add_patch(Rectangle((x_left + h * chunk_w, 2.35), chunk_w, bar_h, fc=HEAD_COLORS[h], ec=INK, lw=1.0, zorder=2))
-            ax.text(x_left + (h + 0.5) * chunk_w, 2.35 + bar_h / 2, str(h + 1), ha="center", va="center", fontsize=SMALL - 1, zorder=3)
+            ax.add_patch(
+                Rectangle((x_left + h * chunk_w, 2.35), chunk_w, bar_h, fc=HEAD_COLORS[h], ec=INK, lw=1.0, zorder=2)
+            )
+            ax.text(
+                x_left + (h + 0.5) * chunk_w,
+                2.35 + bar_h / 2,
+                str(h + 1),
+                ha="center",
+                va="center",
+                fontsize=SMALL - 1,
+                zorder=3,
+            )
         chunk_centres[name] = [(x_left + (h + 0.5) * chunk_w, 2.35 + bar_h) for h in range(n_heads)]
         ax.text(x_left - 0.12, 2.35 + bar_h / 2, name, ha="right", va="center", fontsize=FONT, weight="bold")
-    ax.text(6.2, 3.25, "split d_model into h = 4 heads of d_k = d_model / h columns each", ha="center",
-            va="center", fontsize=SMALL, color="#555555", zorder=5, bbox=dict(fc="white", ec="none", pad=2))
+    ax.text(
+        6.2,
+        3.25,
+        "split d_model into h = 4 heads of d_k = d_model / h columns each",
+        ha="center",
+        va="center",
+        fontsize=SMALL,
+        color="#555555",
+        zorder=5,
+        bbox=dict(fc="white", ec="none", pad=2),
+    )
 
     head_xs = [1.55, 4.6, 7.65, 10.7]
     head_y = 5.0
@@ -408,30 +590,69 @@ def draw_multi_head(out_dir, png=False):
         for k, name in enumerate(names):
             start = chunk_centres[name][h]
             end = (hx - 0.5 + 0.5 * k, head_y - 0.45)
-            ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=10, lw=1.2,
-                                         color=HEAD_COLORS[h] if h else "#e0a46c", shrinkA=0, shrinkB=0, zorder=1,
-                                         alpha=0.95))
-        box(ax, hx, head_y, 2.4, 0.9, f"head {h + 1}\nAttention($Q_{h + 1}$, $K_{h + 1}$, $V_{h + 1}$)",
-            HEAD_COLORS[h], fontsize=SMALL - 1)
-    ax.text(6.2, head_y + 0.75, "the heads attend in parallel, each in its own d_k-dimensional subspace",
-            ha="center", va="center", fontsize=SMALL, color="#555555", zorder=5, bbox=dict(fc="white", ec="none", pad=2))
+            ax.add_patch(
+                FancyArrowPatch(
+                    start,
+                    end,
+                    arrowstyle="-|>",
+                    mutation_scale=10,
+                    lw=1.2,
+                    color=HEAD_COLORS[h] if h else "#e0a46c",
+                    shrinkA=0,
+                    shrinkB=0,
+                    zorder=1,
+                    alpha=0.95,
+                )
+            )
+        box(
+            ax,
+            hx,
+            head_y,
+            2.4,
+            0.9,
+            f"head {h + 1}\nAttention($Q_{h + 1}$, $K_{h + 1}$, $V_{h + 1}$)",
+            HEAD_COLORS[h],
+            fontsize=SMALL - 1,
+        )
+    ax.text(
+        6.2,
+        head_y + 0.75,
+        "the heads attend in parallel, each in its own d_k-dimensional subspace",
+        ha="center",
+        va="center",
+        fontsize=SMALL,
+        color="#555555",
+        zorder=5,
+        bbox=dict(fc="white", ec="none", pad=2),
+    )
 
     # Concat.
     concat_y = 6.6
     x_left = 6.2 - n_heads * chunk_w / 2
     for h, hx in enumerate(head_xs):
         cx = x_left + (h + 0.5) * chunk_w
-        path_arrow(ax, [(hx, head_y + 0.45), (hx, head_y + 1.1), (cx, concat_y - 0.35), (cx, concat_y)],
-                   color=INK, lw=1.2)
-        ax.add_patch(Rectangle((x_left + h * chunk_w, concat_y), chunk_w, bar_h, fc=HEAD_COLORS[h], ec=INK, lw=1.0, zorder=2))
+        path_arrow(
+            ax, [(hx, head_y + 0.45), (hx, head_y + 1.1), (cx, concat_y - 0.35), (cx, concat_y)], color=INK, lw=1.2
+        )
+        ax.add_patch(
+            Rectangle((x_left + h * chunk_w, concat_y), chunk_w, bar_h, fc=HEAD_COLORS[h], ec=INK, lw=1.0, zorder=2)
+        )
         ax.text(cx, concat_y + bar_h / 2, str(h + 1), ha="center", va="center", fontsize=SMALL - 1, zorder=3)
-    ax.text(x_left + n_heads * chunk_w + 0.2, concat_y + bar_h / 2, "concat: T × (h · d_k) = T × d_model",
-            ha="left", va="center", fontsize=SMALL)
+    ax.text(
+        x_left + n_heads * chunk_w + 0.2,
+        concat_y + bar_h / 2,
+        "concat: T × (h · d_k) = T × d_model",
+        ha="left",
+        va="center",
+        fontsize=SMALL,
+    )
     arrow(ax, (6.2, concat_y + bar_h), (6.2, 7.75))
     b = box(ax, 6.2, 8.05, 2.2, 0.6, "Linear $W^O$", "white")
     ax.text(7.5, 8.05, "mixes the heads back together", ha="left", va="center", fontsize=SMALL, color="#555555")
     arrow(ax, b["top"], (6.2, 8.95))
-    ax.add_patch(Rectangle((6.2 - n_heads * chunk_w / 2, 8.95), n_heads * chunk_w, bar_h, fc=COLORS["self_attn"], ec=INK, lw=1.0))
+    ax.add_patch(
+        Rectangle((6.2 - n_heads * chunk_w / 2, 8.95), n_heads * chunk_w, bar_h, fc=COLORS["self_attn"], ec=INK, lw=1.0)
+    )
     ax.text(6.2, 9.75, "MultiHead(Q, K, V)  (T × d_model)", ha="center", va="center", fontsize=FONT)
     return save(fig, out_dir, "multi_head", png)
 
@@ -447,7 +668,9 @@ DRAWERS = {
 
 def main(argv: list[str] | None = None) -> list[Path]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out_dir", nargs="?", default=str(Path(__file__).resolve().parent), help="where to write (default: images/)")
+    parser.add_argument(
+        "out_dir", nargs="?", default=str(Path(__file__).resolve().parent), help="where to write (default: images/)"
+    )
     parser.add_argument("--png", action="store_true", help="also write PNG renders, to look at")
     args = parser.parse_args(argv)
     out_dir = Path(args.out_dir)

@@ -97,8 +97,13 @@ def _from_git(repo: Path, rev: str) -> dict:
     date, subject = _git(repo, "log", "-1", "--format=%cs%n%s", commit).split("\n", 1)
     os_info = _git(repo, "show", f"{commit}:os-info.txt")
     python = re.search(r"^Python (\S+)", os_info, re.M)
-    return {"freeze": _git(repo, "show", f"{commit}:{FREEZE}"), "commit": commit, "date": date,
-            "python": python[1] if python else "unknown", "subject": subject.strip()}
+    return {
+        "freeze": _git(repo, "show", f"{commit}:{FREEZE}"),
+        "commit": commit,
+        "date": date,
+        "python": python[1] if python else "unknown",
+        "subject": subject.strip(),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,8 +119,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.git:
         found = _from_git(args.git, args.rev)
     elif args.freeze and args.commit and args.date:
-        found = {"freeze": args.freeze.read_text(encoding="utf-8"), "commit": args.commit, "date": args.date,
-                 "python": args.python}
+        found = {
+            "freeze": args.freeze.read_text(encoding="utf-8"),
+            "commit": args.commit,
+            "date": args.date,
+            "python": args.python,
+        }
     else:
         parser.error(f"give --git <clone>, or a {FREEZE} with --commit and --date")
     args.out.parent.mkdir(parents=True, exist_ok=True)

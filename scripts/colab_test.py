@@ -46,17 +46,25 @@ NOTEBOOKS = ("01", "02", "03", "04", "05", "06", "07", "11")
 # What Colab has preinstalled that the course or its tests use: installed at Colab's versions. The package's own
 # runtime dependencies (pyproject.toml) are added to these; each must be on Colab's list (else it is not Colab's).
 COLAB_PREINSTALLED = (
-    "ipykernel", "ipython", "jupyter_client", "traitlets",  # the kernel and the widgets' comms
-    "nbclient", "nbformat", "nbconvert", "beautifulsoup4",  # executing notebooks, HTML exports (tests)
-    "pytest", "PyYAML", "pillow", "tensorboard",  # the unit tests; the optional TensorBoard logging
+    "ipykernel",
+    "ipython",
+    "jupyter_client",
+    "traitlets",  # the kernel and the widgets' comms
+    "nbclient",
+    "nbformat",
+    "nbconvert",
+    "beautifulsoup4",  # executing notebooks, HTML exports (tests)
+    "pytest",
+    "PyYAML",
+    "pillow",
+    "tensorboard",  # the unit tests; the optional TensorBoard logging
 )
 # Colab's own pip, setuptools and wheel stay out of the constraints: they are the venv's tools, and the project's
 # torch (not Colab's) needs a newer setuptools (torch 2.13.0 asks setuptools>=77.0.3; Colab has 75.2.0).
 VENV_TOOLS = ("pip", "setuptools", "wheel")
 # Unit tests that are not about Colab and cannot run in its venv, with the reason.
 DESELECT = {
-    "tests/test_laptop.py::test_make_learn_starts_a_quiet_jupyterlab_even_as_root":
-        "starts `make learn`, the project's own venv with JupyterLab (not a Colab package)",
+    "tests/test_laptop.py::test_make_learn_starts_a_quiet_jupyterlab_even_as_root": "starts `make learn`, the project's own venv with JupyterLab (not a Colab package)",
 }
 EXPLORER_CALL = re.compile(r"\b(attention_explorer|positional_encoding_explorer|generation_stepper|translator)\(")
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -119,7 +127,9 @@ exec(compile({cell!r}, "<colab-setup cell>", "exec"))
 """
 
 
-def setup(python: str, torch_index: str | None, venv: Path = VENV, colab: Path = COLAB, torch: str | None = None) -> Path:
+def setup(
+    python: str, torch_index: str | None, venv: Path = VENV, colab: Path = COLAB, torch: str | None = None
+) -> Path:
     """Build (or bring up to date) the venv ``venv`` with the constraints ``colab``; return its python.
 
     ``torch``: the version to install (default the lock's); by hand, Colab's own (PyPI's CUDA build).
@@ -131,8 +141,11 @@ def setup(python: str, torch_index: str | None, venv: Path = VENV, colab: Path =
     if missing:
         raise SystemExit(f"colab-test: not on Colab's list (requirements/colab.txt): {missing}")
     torch = torch or _pins(LOCK)["torch"]
-    kept = "".join(line + "\n" for line in colab.read_text(encoding="utf-8").splitlines()
-                   if not re.match(rf"({'|'.join(VENV_TOOLS)})==", line))
+    kept = "".join(
+        line + "\n"
+        for line in colab.read_text(encoding="utf-8").splitlines()
+        if not re.match(rf"({'|'.join(VENV_TOOLS)})==", line)
+    )
     stamp = hashlib.sha256("\n".join([kept, torch, str(torch_index), python, *wanted]).encode()).hexdigest()
     stamp_file, constraints = venv / ".colab-installed", venv / "colab-constraints.txt"
     if not (bin_python.exists() and stamp_file.exists() and stamp_file.read_text() == stamp):
@@ -147,27 +160,57 @@ def setup(python: str, torch_index: str | None, venv: Path = VENV, colab: Path =
     # (sacreBLEU's numpy, regex, lxml, ...) come at Colab's versions, as they would be found there.
     cell = _setup_cell()
     env = {**os.environ, "PIP_CONSTRAINT": str(constraints)}
-    run([str(bin_python), "-c", REPLAY.format(root=str(ROOT), cell=cell)], env=env, cwd=tempfile.gettempdir(),
-        shown=f"{bin_python} -c <notebook 01's Colab setup cell, as on Colab, this checkout for GitHub>")
+    run(
+        [str(bin_python), "-c", REPLAY.format(root=str(ROOT), cell=cell)],
+        env=env,
+        cwd=tempfile.gettempdir(),
+        shown=f"{bin_python} -c <notebook 01's Colab setup cell, as on Colab, this checkout for GitHub>",
+    )
     run([str(bin_python), "-m", "pip", "check"])
     _nothing_of_colabs_replaced(bin_python)
     versions = run([str(bin_python), "-m", "pip", "list", "--format=json"], capture_output=True, text=True).stdout
     shown = {_normal(p["name"]): p["version"] for p in json.loads(versions)}
-    say("versions: " + ", ".join(f"{n} {shown[_normal(n)]}" for n in ("torch", "ipywidgets", "ipython", "ipykernel",
-        "jupyter_client", "matplotlib", "numpy", "spacy", "sacrebleu", "pytest", "transformer-lessons")))
+    say(
+        "versions: "
+        + ", ".join(
+            f"{n} {shown[_normal(n)]}"
+            for n in (
+                "torch",
+                "ipywidgets",
+                "ipython",
+                "ipykernel",
+                "jupyter_client",
+                "matplotlib",
+                "numpy",
+                "spacy",
+                "sacrebleu",
+                "pytest",
+                "transformer-lessons",
+            )
+        )
+    )
     return bin_python
 
 
 def _nothing_of_colabs_replaced(bin_python: Path) -> None:
     """A dry run of ``pip install <package>`` with its dependencies wants to install the package alone."""
-    done = run([str(bin_python), "-m", "pip", "install", "--dry-run", "--quiet", "--report", "-", str(ROOT)],
-               capture_output=True, text=True)
+    done = run(
+        [str(bin_python), "-m", "pip", "install", "--dry-run", "--quiet", "--report", "-", str(ROOT)],
+        capture_output=True,
+        text=True,
+    )
     report = json.loads(done.stdout)
-    extra = [f"{i['metadata']['name']} {i['metadata']['version']}" for i in report["install"]
-             if _normal(i["metadata"]["name"]) != "transformer-lessons"]
+    extra = [
+        f"{i['metadata']['name']} {i['metadata']['version']}"
+        for i in report["install"]
+        if _normal(i["metadata"]["name"]) != "transformer-lessons"
+    ]
     if extra:
-        raise SystemExit("colab-test: `pip install` of the package would install or replace, beside Colab's packages: "
-                         + ", ".join(extra) + " (pyproject.toml's ranges must admit Colab's versions)")
+        raise SystemExit(
+            "colab-test: `pip install` of the package would install or replace, beside Colab's packages: "
+            + ", ".join(extra)
+            + " (pyproject.toml's ranges must admit Colab's versions)"
+        )
     say("pip install of the package beside Colab's versions would install the package alone")
 
 
@@ -175,12 +218,25 @@ def unit(bin_python: Path, env: dict) -> int:
     # The tests import the checkout's package (pytest puts the repository first on the path); PYTHONPATH does the
     # same for the scripts they start (benchmarks/), so that those find the course's model in the checkout.
     env = {**env, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)}
-    say("left out: tests/browser (JupyterLab in Chromium, not Colab's front end), marker learner_exec (every learner "
-        "notebook with its exercises open: make learner-test), marker pins (the lock's exact versions)")
+    say(
+        "left out: tests/browser (JupyterLab in Chromium, not Colab's front end), marker learner_exec (every learner "
+        "notebook with its exercises open: make learner-test), marker pins (the lock's exact versions)"
+    )
     for test, reason in DESELECT.items():
         say(f"deselected {test}: {reason}")
-    cmd = [str(bin_python), "-m", "pytest", "tests", "-m", "not pins and not learner_exec", "--ignore=tests/browser",
-           "-p", "no:cacheprovider", "--durations=10", *(f"--deselect={t}" for t in DESELECT)]
+    cmd = [
+        str(bin_python),
+        "-m",
+        "pytest",
+        "tests",
+        "-m",
+        "not pins and not learner_exec",
+        "--ignore=tests/browser",
+        "-p",
+        "no:cacheprovider",
+        "--durations=10",
+        *(f"--deselect={t}" for t in DESELECT),
+    ]
     say("$ " + " ".join(cmd))
     return subprocess.run(cmd, cwd=ROOT, env=env).returncode
 
@@ -215,7 +271,11 @@ def problems(nb) -> list[str]:
             elif out.output_type == "stream" and "Traceback (most recent call last)" in out.text:
                 found.append(f"{where}: a traceback printed: {out.text[-300:]}")
         if EXPLORER_CALL.search(source):
-            pairs = [i for i in range(1, len(outputs)) if _static_copy(outputs[i]) and WIDGET_VIEW in outputs[i - 1].get("data", {})]
+            pairs = [
+                i
+                for i in range(1, len(outputs))
+                if _static_copy(outputs[i]) and WIDGET_VIEW in outputs[i - 1].get("data", {})
+            ]
             if not pairs:
                 kinds = [sorted(o.get("data", {})) or o.output_type for o in outputs]
                 found.append(f"{where}: no live widget followed by its static copy; outputs: {kinds}")
@@ -243,8 +303,13 @@ def execute() -> int:
         nb = nbformat.read(path, as_version=4)
         start = time.monotonic()
         try:
-            NotebookClient(nb, timeout=1200, kernel_name="python3", allow_errors=True,
-                           resources={"metadata": {"path": str(path.parent)}}).execute()
+            NotebookClient(
+                nb,
+                timeout=1200,
+                kernel_name="python3",
+                allow_errors=True,
+                resources={"metadata": {"path": str(path.parent)}},
+            ).execute()
             found = problems(nb)
         except Exception as error:  # the kernel died, a cell timed out, ...
             found = [f"{type(error).__name__}: {str(error)[-500:]}"]
@@ -262,10 +327,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--python", default="python3.11", help="the Python of the venv (default python3.11)")
     parser.add_argument("--torch-index", default=None, help="where pip takes torch from (as make's TORCH_INDEX)")
     parser.add_argument("--data", default="", help="Multi30k's raw files, as make test's DATA")
-    parser.add_argument("--steps", nargs="+", default=["setup", "unit", "notebooks"], choices=["setup", "unit", "notebooks"])
+    parser.add_argument(
+        "--steps", nargs="+", default=["setup", "unit", "notebooks"], choices=["setup", "unit", "notebooks"]
+    )
     # By hand, to run the same checks with Colab's own Python and PyTorch (README, "The Colab test"):
     parser.add_argument("--venv", type=Path, default=VENV, help="where the venv goes (default .venv-colab)")
-    parser.add_argument("--constraints", type=Path, default=COLAB, help="Colab's versions (default requirements/colab.txt)")
+    parser.add_argument(
+        "--constraints", type=Path, default=COLAB, help="Colab's versions (default requirements/colab.txt)"
+    )
     parser.add_argument("--torch", default=None, help="the torch release to install (default the lock's)")
     parser.add_argument("--execute", action="store_true", help=argparse.SUPPRESS)  # inside the venv: run the notebooks
     args = parser.parse_args(argv)
@@ -273,8 +342,11 @@ def main(argv: list[str] | None = None) -> int:
         return execute()
     start = time.monotonic()
     venv = args.venv.resolve()
-    bin_python = (setup(args.python, args.torch_index, venv, args.constraints.resolve(), args.torch)
-                  if "setup" in args.steps else venv / "bin" / "python")
+    bin_python = (
+        setup(args.python, args.torch_index, venv, args.constraints.resolve(), args.torch)
+        if "setup" in args.steps
+        else venv / "bin" / "python"
+    )
     env = {**os.environ, "TRANSFORMER_LESSONS_MODE": "quick", "MPLBACKEND": "agg", "TQDM_MININTERVAL": "5"}
     if args.data:
         env["TRANSFORMER_LESSONS_DATA"] = args.data

@@ -43,8 +43,15 @@ def run(scale: str, merges: int | None, runs_dir: Path) -> dict:
     config = SCALES[scale][0].replace(name=f"bpe_{scale}_{merges or 'words'}", bpe_merges=merges)
     corpus = prepare_corpus_for(config, progress=False)
     start = time.perf_counter()
-    result = train(config, corpus=corpus, device="cpu", out_dir=runs_dir / f"{scale}_{merges or 'words'}",
-                   resume=False, progress=False, log=True)
+    result = train(
+        config,
+        corpus=corpus,
+        device="cpu",
+        out_dir=runs_dir / f"{scale}_{merges or 'words'}",
+        resume=False,
+        progress=False,
+        log=True,
+    )
     test = result["test"]
     return {
         "scale": scale,
@@ -83,11 +90,15 @@ def main(argv: list[str] | None = None) -> int:
             }
             (args.out / "results.json").write_text(json.dumps(record, indent=1) + "\n")  # after every run: nothing lost
 
-    print(f"\n{'scale':6s} {'merges':>7s} {'vocab de/en':>12s} {'steps':>6s} {'BLEU':>6s} {'tutorial':>9s} {'train s':>8s}")
+    print(
+        f"\n{'scale':6s} {'merges':>7s} {'vocab de/en':>12s} {'steps':>6s} {'BLEU':>6s} {'tutorial':>9s} {'train s':>8s}"
+    )
     for r in rows:
         merges = "words" if r["bpe_merges"] is None else str(r["bpe_merges"])
-        print(f"{r['scale']:6s} {merges:>7s} {r['src_vocab']:>5d}/{r['tgt_vocab']:<6d} {r['steps']:>6d} "
-              f"{r['bleu']:6.2f} {r['tutorial_bleu']:9.2f} {r['train_time_s']:8.0f}")
+        print(
+            f"{r['scale']:6s} {merges:>7s} {r['src_vocab']:>5d}/{r['tgt_vocab']:<6d} {r['steps']:>6d} "
+            f"{r['bleu']:6.2f} {r['tutorial_bleu']:9.2f} {r['train_time_s']:8.0f}"
+        )
     return 0
 
 

@@ -56,11 +56,27 @@ def resolve(fresh: bool) -> list[dict]:
     """pip's report of installing torch and the package with its extras into an empty environment."""
     torch = importlib.metadata.version("torch").split("+")[0]
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-               "--report", f"{tmp}/report.json", f"torch=={torch}", "-e", f"{ROOT}[{EXTRAS}]"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--ignore-installed",
+            "--quiet",
+            "--report",
+            f"{tmp}/report.json",
+            f"torch=={torch}",
+            "-e",
+            f"{ROOT}[{EXTRAS}]",
+        ]
         if not fresh:
-            freeze = subprocess.run([sys.executable, "-m", "pip", "freeze", "--all", "--exclude-editable"],
-                                    check=True, capture_output=True, text=True).stdout
+            freeze = subprocess.run(
+                [sys.executable, "-m", "pip", "freeze", "--all", "--exclude-editable"],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
             Path(f"{tmp}/venv.txt").write_text(freeze)
             cmd += ["-c", f"{tmp}/venv.txt"]
         subprocess.run(cmd, check=True)

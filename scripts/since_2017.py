@@ -57,21 +57,53 @@ class Variant:
 
 
 VARIANTS = [
-    *(Variant(f"baseline_s{seed}", train={"seed": seed}, why="the paper's model (post-norm, LayerNorm, ReLU, sinusoids)") for seed in SEEDS),
+    *(
+        Variant(
+            f"baseline_s{seed}", train={"seed": seed}, why="the paper's model (post-norm, LayerNorm, ReLU, sinusoids)"
+        )
+        for seed in SEEDS
+    ),
     Variant("pre-norm", model={"norm_first": True}, why="LayerNorm before each sublayer (Xiong et al. 2020)"),
     Variant("rmsnorm", model={"norm": "rmsnorm"}, why="RMSNorm (Zhang & Sennrich 2019)"),
     Variant("swiglu", model={"ffn": "swiglu"}, why="SwiGLU feed-forward at equal parameters (Shazeer 2020)"),
-    Variant("gqa-2", model={"n_kv_heads": 2}, why="grouped-query attention, 8 query heads share 2 key/value heads (Ainslie et al. 2023)"),
+    Variant(
+        "gqa-2",
+        model={"n_kv_heads": 2},
+        why="grouped-query attention, 8 query heads share 2 key/value heads (Ainslie et al. 2023)",
+    ),
     Variant("mqa", model={"n_kv_heads": 1}, why="multi-query attention, one key/value head (Shazeer 2019)"),
     Variant("rotary", model={"positional": "rotary"}, why="rotary positions instead of sinusoids (Su et al. 2021)"),
     Variant("bf16", train={"precision": "bfloat16"}, why="bfloat16 autocast on the CPU: more updates in the same time"),
     # Paper §6.1 averages 5 checkpoints 10 minutes apart at the end of 12 hours; a 7-minute run has about 3 epochs.
-    Variant("average-2", train={"average_last": 2}, why="the mean of the last 2 epochs' weights (paper §6.1 averages 5)"),
-    Variant("post-norm_no-warmup", train={"warmup": 1}, group="warmup", minutes=3, why="the paper's post-norm, no warm-up"),
-    Variant("pre-norm_no-warmup", model={"norm_first": True}, train={"warmup": 1}, group="warmup", minutes=3, why="pre-norm, no warm-up"),
-    Variant("post-norm_4x-rate", train={"lr_factor": 4 * BASE.lr_factor}, group="warmup", minutes=3, why="post-norm, 4x the peak rate"),
-    Variant("pre-norm_4x-rate", model={"norm_first": True}, train={"lr_factor": 4 * BASE.lr_factor}, group="warmup", minutes=3,
-            why="pre-norm, 4x the peak rate"),
+    Variant(
+        "average-2", train={"average_last": 2}, why="the mean of the last 2 epochs' weights (paper §6.1 averages 5)"
+    ),
+    Variant(
+        "post-norm_no-warmup", train={"warmup": 1}, group="warmup", minutes=3, why="the paper's post-norm, no warm-up"
+    ),
+    Variant(
+        "pre-norm_no-warmup",
+        model={"norm_first": True},
+        train={"warmup": 1},
+        group="warmup",
+        minutes=3,
+        why="pre-norm, no warm-up",
+    ),
+    Variant(
+        "post-norm_4x-rate",
+        train={"lr_factor": 4 * BASE.lr_factor},
+        group="warmup",
+        minutes=3,
+        why="post-norm, 4x the peak rate",
+    ),
+    Variant(
+        "pre-norm_4x-rate",
+        model={"norm_first": True},
+        train={"lr_factor": 4 * BASE.lr_factor},
+        group="warmup",
+        minutes=3,
+        why="pre-norm, 4x the peak rate",
+    ),
 ]
 
 
@@ -85,7 +117,12 @@ def run_variant(variant: Variant, base: TrainConfig, minutes: float, corpus, run
     """Train (or resume) one variant and record it; a run that diverges is recorded as such, not raised."""
     config = config_of(variant, base, minutes)
     folder = runs / variant.name
-    row = {"name": variant.name, "group": variant.group, "why": variant.why, "changes": {**variant.model, **variant.train}}
+    row = {
+        "name": variant.name,
+        "group": variant.group,
+        "why": variant.why,
+        "changes": {**variant.model, **variant.train},
+    }
     try:
         result = train(config, corpus=corpus, device="cpu", out_dir=folder, progress=False, log=True)
     except DivergedError as err:
@@ -97,10 +134,16 @@ def run_variant(variant: Variant, base: TrainConfig, minutes: float, corpus, run
         shutil.copy(folder / name, out / variant.name / name)
     history = result["history"]
     return row | {
-        "diverged": None, "parameters": metrics["parameters"], "steps": metrics["steps"], "epochs": metrics["epochs"],
-        "train_time_s": metrics["train_time_s"], "tokens_per_s": metrics["train_tokens_per_s"],
-        "val_loss": min(h["val_loss"] for h in history), "best_val_bleu": metrics["best_val_bleu"],
-        "test_bleu": metrics["test_2016_flickr"]["bleu"], "signature": metrics["test_2016_flickr"]["signature"],
+        "diverged": None,
+        "parameters": metrics["parameters"],
+        "steps": metrics["steps"],
+        "epochs": metrics["epochs"],
+        "train_time_s": metrics["train_time_s"],
+        "tokens_per_s": metrics["train_tokens_per_s"],
+        "val_loss": min(h["val_loss"] for h in history),
+        "best_val_bleu": metrics["best_val_bleu"],
+        "test_bleu": metrics["test_2016_flickr"]["bleu"],
+        "signature": metrics["test_2016_flickr"]["signature"],
     }
 
 
@@ -146,24 +189,34 @@ def summary(rows: list[dict]) -> list[str]:
     base = [r["test_bleu"] for r in rows if r["name"].startswith("baseline") and not r.get("diverged")]
     mean = statistics.mean(base) if base else math.nan
     spread = statistics.stdev(base) if len(base) > 1 else math.nan
-    lines = [f"baseline test BLEU: mean {mean:.2f}, standard deviation {spread:.2f} over {len(base)} seeds",
-             f"{'run':22s} {'params':>10s} {'tok/s':>7s} {'steps':>6s} {'val loss':>8s} {'val BLEU':>8s} {'test BLEU':>9s} {'vs base':>7s}"]
+    lines = [
+        f"baseline test BLEU: mean {mean:.2f}, standard deviation {spread:.2f} over {len(base)} seeds",
+        f"{'run':22s} {'params':>10s} {'tok/s':>7s} {'steps':>6s} {'val loss':>8s} {'val BLEU':>8s} {'test BLEU':>9s} {'vs base':>7s}",
+    ]
     for r in rows:
         if r.get("diverged"):
             lines.append(f"{r['name']:22s} diverged after {r['epochs']} epochs: {r['diverged']}")
             continue
-        lines.append(f"{r['name']:22s} {r['parameters']:>10,d} {r['tokens_per_s']:>7,.0f} {r['steps']:>6d} {r['val_loss']:>8.3f} "
-                     f"{r['best_val_bleu']:>8.2f} {r['test_bleu']:>9.2f} {r['test_bleu'] - mean:>+7.2f}")
+        lines.append(
+            f"{r['name']:22s} {r['parameters']:>10,d} {r['tokens_per_s']:>7,.0f} {r['steps']:>6d} {r['val_loss']:>8.3f} "
+            f"{r['best_val_bleu']:>8.2f} {r['test_bleu']:>9.2f} {r['test_bleu'] - mean:>+7.2f}"
+        )
     return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--minutes", type=float, default=7.0, help="training time of each run of the options (default 7)")
+    parser.add_argument(
+        "--minutes", type=float, default=7.0, help="training time of each run of the options (default 7)"
+    )
     parser.add_argument("--only", nargs="+", metavar="NAME", help="these runs only (see --list)")
     parser.add_argument("--corpus", type=Path, help="a corpus saved by 'prepare --preset cpu' (default: prepared here)")
-    parser.add_argument("--out", type=Path, default=Path("results/since_2017"), help="the record (default results/since_2017)")
-    parser.add_argument("--runs", type=Path, default=Path("runs/since_2017"), help="the checkpoints (default runs/since_2017)")
+    parser.add_argument(
+        "--out", type=Path, default=Path("results/since_2017"), help="the record (default results/since_2017)"
+    )
+    parser.add_argument(
+        "--runs", type=Path, default=Path("runs/since_2017"), help="the checkpoints (default runs/since_2017)"
+    )
     parser.add_argument("--no-long", action="store_true", help="skip the long-sentence experiment")
     parser.add_argument("--list", action="store_true", help="print the runs and exit")
     args = parser.parse_args(argv)
@@ -189,15 +242,23 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(f"== {variant.name}: {variant.why}", flush=True)
         done[variant.name] = run_variant(variant, BASE, args.minutes, corpus, args.runs, args.out, train)
-        record = {"device": f"cpu ({platform.machine()}, {torch.get_num_threads()} threads)", "torch": torch.__version__,
-                  "minutes": args.minutes, "base": BASE.to_dict(), "runs": [done[v.name] for v in VARIANTS if v.name in done]}
+        record = {
+            "device": f"cpu ({platform.machine()}, {torch.get_num_threads()} threads)",
+            "torch": torch.__version__,
+            "minutes": args.minutes,
+            "base": BASE.to_dict(),
+            "runs": [done[v.name] for v in VARIANTS if v.name in done],
+        }
         record_path.write_text(json.dumps(record, indent=1) + "\n")  # after every run: nothing lost
     if not args.no_long and "test_2016_flickr" in corpus.text:
         record["long"] = long_sentences(["baseline_s0", "rotary"], args.runs, list(corpus.text["test_2016_flickr"]))
         record_path.write_text(json.dumps(record, indent=1) + "\n")
     print("\n".join(summary(record["runs"])))
     for name, buckets in record.get("long", {}).items():
-        print(f"long sentences, {name}: " + ", ".join(f"{k} words: {v['bleu']:.1f} ({v['n']})" for k, v in buckets.items()))
+        print(
+            f"long sentences, {name}: "
+            + ", ".join(f"{k} words: {v['bleu']:.1f} ({v['n']})" for k, v in buckets.items())
+        )
     return 0
 
 

@@ -39,12 +39,19 @@ def run_notebook(path: Path, inplace: bool = False) -> tuple[float, int]:
     With ``inplace`` the executed notebook is written back to ``path`` (as ``jupyter nbconvert --execute --inplace``).
     """
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=1800, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}},
-                            allow_errors=not inplace)  # saving: stop at the first error, save nothing
+    client = NotebookClient(
+        nb,
+        timeout=1800,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+        allow_errors=not inplace,
+    )  # saving: stop at the first error, save nothing
     start = time.perf_counter()
     client.execute()
     seconds = time.perf_counter() - start
-    errors = sum(o.get("output_type") == "error" for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    errors = sum(
+        o.get("output_type") == "error" for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+    )
     if inplace:
         nbformat.write(nb, path)
     return seconds, errors
@@ -67,8 +74,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.keep_runs:
         for run in NOTEBOOK_RUNS:
             shutil.rmtree(ROOT / run, ignore_errors=True)
-    machine = (f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-               f"mode {os.environ['TRANSFORMER_LESSONS_MODE']}")
+    machine = (
+        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"mode {os.environ['TRANSFORMER_LESSONS_MODE']}"
+    )
     print(machine, flush=True)
     times: dict[str, float] = {}
     failed = []

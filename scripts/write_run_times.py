@@ -49,7 +49,9 @@ def phrase(name: str, seconds: float, alone_11: float | None) -> str:
 
 
 def intro_line(text: str) -> str:
-    return f"{LABEL} {text}, top to bottom in the quick mode, on a 2-core laptop CPU (`notebooks/README.md` has them all)."
+    return (
+        f"{LABEL} {text}, top to bottom in the quick mode, on a 2-core laptop CPU (`notebooks/README.md` has them all)."
+    )
 
 
 def update_notebook(path: Path, text: str) -> None:
@@ -67,8 +69,14 @@ def update_notebook(path: Path, text: str) -> None:
 
 
 def table(record: dict, phrases: dict[str, str]) -> str:
-    rows = [TABLE_START, "", f"Measured on {record['machine']}, {record['date']} (`make execute`, in order, from a fresh checkout):", "",
-            "| # | notebook | computing, quick mode, 2-core CPU |", "|---|---|---|"]
+    rows = [
+        TABLE_START,
+        "",
+        f"Measured on {record['machine']}, {record['date']} (`make execute`, in order, from a fresh checkout):",
+        "",
+        "| # | notebook | computing, quick mode, 2-core CPU |",
+        "|---|---|---|",
+    ]
     rows += [f"| {name[:2]} | `{name}` | {phrases[name].replace(' of computing', '')} |" for name in sorted(phrases)]
     rows += ["", TABLE_END]
     return "\n".join(rows)
@@ -85,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     readme = README.read_text(encoding="utf-8")
     block = table(record, phrases)
     if TABLE_START in readme:
-        readme = readme[: readme.index(TABLE_START)] + block + readme[readme.index(TABLE_END) + len(TABLE_END):]
+        readme = readme[: readme.index(TABLE_START)] + block + readme[readme.index(TABLE_END) + len(TABLE_END) :]
     else:
         raise SystemExit(f"{README} has no '{TABLE_START}' line: put it where the table goes")
     README.write_text(readme, encoding="utf-8")

@@ -213,7 +213,9 @@ def test_mha_causal_and_padding_mask_matches_torch() -> None:
     causal = causal_mask(T)
     with torch.no_grad():
         expected, _ = ref(
-            x, x, x,
+            x,
+            x,
+            x,
             attn_mask=~causal,  # nn.MultiheadAttention: True = blocked, so invert ours
             key_padding_mask=~pad[:, 0, 0, :],
         )
@@ -332,7 +334,9 @@ def test_fused_qkv_projection_equals_three_projections(record) -> None:
     torch.testing.assert_close(grads, ref_grads, atol=1e-6, rtol=1e-5)
     q, k, v = mha.project_qkv(x)
     torch.testing.assert_close(q, mha.project_q(x), atol=1e-6, rtol=1e-5)
-    torch.testing.assert_close((k, v), mha.project_kv(x, x.clone()), atol=1e-6, rtol=1e-5)  # a clone: not `key is value`
+    torch.testing.assert_close(
+        (k, v), mha.project_kv(x, x.clone()), atol=1e-6, rtol=1e-5
+    )  # a clone: not `key is value`
 
 
 def test_fused_kv_projection_in_cross_attention_equals_two_projections() -> None:
@@ -342,7 +346,9 @@ def test_fused_kv_projection_in_cross_attention_equals_two_projections() -> None
     x, memory = torch.randn(3, 5, 32), torch.randn(3, 9, 32)
     mask = padding_mask(torch.tensor([[1] * 9, [1] * 6 + [0] * 3, [1] * 2 + [0] * 7]), pad_id=0)
     out, grads_in, grads = _outputs_and_grads(lambda y, m: mha(y, m, m, mask), mha, x, memory)
-    ref, ref_grads_in, ref_grads = _outputs_and_grads(lambda y, m: _separate_projections(mha, y, m, m, mask), mha, x, memory)
+    ref, ref_grads_in, ref_grads = _outputs_and_grads(
+        lambda y, m: _separate_projections(mha, y, m, m, mask), mha, x, memory
+    )
     torch.testing.assert_close(out, ref, atol=1e-6, rtol=1e-5)
     torch.testing.assert_close(grads_in, ref_grads_in, atol=1e-6, rtol=1e-5)
     torch.testing.assert_close(grads, ref_grads, atol=1e-6, rtol=1e-5)

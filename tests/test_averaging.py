@@ -7,7 +7,13 @@ import json
 import pytest
 import torch
 
-from transformer_lessons.averaging import average_last_epochs, average_state_dicts, epoch_weights_path, save_epoch_weights, saved_epochs
+from transformer_lessons.averaging import (
+    average_last_epochs,
+    average_state_dicts,
+    epoch_weights_path,
+    save_epoch_weights,
+    saved_epochs,
+)
 from transformer_lessons.checkpoint import load_checkpoint
 from transformer_lessons.errors import CheckpointError
 from transformer_lessons.model import Transformer
@@ -17,11 +23,15 @@ from test_train import TOY_CONFIG, TOY_MODEL, toy_corpus
 
 
 def test_the_mean_of_state_dicts_is_the_element_wise_mean():
-    states = [{"w": torch.tensor([1.0, 2.0]), "h": torch.tensor([0.5], dtype=torch.float16), "n": torch.tensor(3)},
-              {"w": torch.tensor([3.0, 6.0]), "h": torch.tensor([1.5], dtype=torch.float16), "n": torch.tensor(3)}]
+    states = [
+        {"w": torch.tensor([1.0, 2.0]), "h": torch.tensor([0.5], dtype=torch.float16), "n": torch.tensor(3)},
+        {"w": torch.tensor([3.0, 6.0]), "h": torch.tensor([1.5], dtype=torch.float16), "n": torch.tensor(3)},
+    ]
     mean = average_state_dicts(states)
     assert torch.equal(mean["w"], torch.tensor([2.0, 4.0]))
-    assert mean["h"].dtype == torch.float16 and mean["h"].item() == 1.0, "a half tensor averages in float32, comes back half"
+    assert mean["h"].dtype == torch.float16 and mean["h"].item() == 1.0, (
+        "a half tensor averages in float32, comes back half"
+    )
     assert mean["n"].item() == 3 and mean["n"].dtype == torch.int64
     assert torch.equal(average_state_dicts(states[:1])["w"], states[0]["w"]), "one state is its own mean"
 

@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "bench_decode.py"
@@ -16,7 +15,14 @@ TINY = ["--sentences", "4", "--rounds", "1", "--beam-sizes", "1,2"]
 
 
 def _run(*extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *TINY, *extra], cwd=ROOT, capture_output=True, text=True, timeout=300, env=os.environ.copy())
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *TINY, *extra],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ.copy(),
+    )
 
 
 def _check_output(stdout: str) -> None:

@@ -9,14 +9,32 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "bench_model.py"
-TINY = ["--preset", "tiny", "--batch", "2", "--src-len", "6", "--tgt-len", "5", "--iters", "1", "--warmup", "0",
-        "--modes", "train,infer", "--device", "cpu"]
+TINY = [
+    "--preset",
+    "tiny",
+    "--batch",
+    "2",
+    "--src-len",
+    "6",
+    "--tgt-len",
+    "5",
+    "--iters",
+    "1",
+    "--warmup",
+    "0",
+    "--modes",
+    "train,infer",
+    "--device",
+    "cpu",
+]
 
 
 def test_tiny_run_prints_the_comparison_and_the_ratios():
     result = subprocess.run([sys.executable, str(SCRIPT), *TINY], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    assert re.search(r"^same function: max \|ours - nn.Transformer\| = \S+ \(float32", result.stdout, re.M), result.stdout
+    assert re.search(r"^same function: max \|ours - nn.Transformer\| = \S+ \(float32", result.stdout, re.M), (
+        result.stdout
+    )
     for mode in ("train", "infer"):
         # mode, ours ms, nn ms, ours/nn
         assert re.search(rf"^{mode}\s+[\d.]+\s+[\d.]+\s+[\d.]+\s", result.stdout, re.M), result.stdout

@@ -29,7 +29,19 @@ def corpus_file(tmp_path_factory) -> Path:
 
 
 def run_bench(*args: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-c", NO_SPACY, str(BENCH), "--device", "cpu", "--steps", "2", "--warmup-steps", "1", *args]
+    command = [
+        sys.executable,
+        "-c",
+        NO_SPACY,
+        str(BENCH),
+        "--device",
+        "cpu",
+        "--steps",
+        "2",
+        "--warmup-steps",
+        "1",
+        *args,
+    ]
     return subprocess.run(command, capture_output=True, text=True, timeout=120)
 
 
@@ -63,15 +75,19 @@ def _rates(out: str) -> dict[str, float]:
 def test_bench_train_times_compiled_models_with_compile(corpus_file):
     # The 'eager' backend runs the torch.compile machinery (Dynamo tracing, guards, recompiles
     # on new shapes) without generating code, so the test needs no C++ compiler and little time.
-    result = run_bench("--corpus", str(corpus_file), "--limit", "100", "--compile", "--compile-backend", "eager", "--rounds", "1")
+    result = run_bench(
+        "--corpus", str(corpus_file), "--limit", "100", "--compile", "--compile-backend", "eager", "--rounds", "1"
+    )
     assert result.returncode == 0, result.stdout + result.stderr[-2000:]
     out = result.stdout
     assert "torch.compile failed" not in out
     assert "torch.compile(backend='eager', dynamic=True)" in out and "best of 1 rounds per batch" in out
     rates = _rates(out)
     assert set(rates) == {
-        "transformer_lessons.Transformer", "torch.nn.Transformer",
-        "transformer_lessons.Transformer compiled", "torch.nn.Transformer compiled",
+        "transformer_lessons.Transformer",
+        "torch.nn.Transformer",
+        "transformer_lessons.Transformer compiled",
+        "torch.nn.Transformer compiled",
     }
     assert all(rate > 0 for rate in rates.values())
     assert "ratio ours / nn.Transformer     :" in out and "ratio ours / nn.Transformer compiled     :" in out
@@ -80,13 +96,14 @@ def test_bench_train_times_compiled_models_with_compile(corpus_file):
 
 
 def test_bench_train_reports_a_failed_compile_and_keeps_the_eager_figures(corpus_file):
-    result = run_bench("--corpus", str(corpus_file), "--limit", "100", "--compile", "--compile-backend", "no_such_backend")
+    result = run_bench(
+        "--corpus", str(corpus_file), "--limit", "100", "--compile", "--compile-backend", "no_such_backend"
+    )
     assert result.returncode == 0, result.stdout + result.stderr[-2000:]
     out = result.stdout
     assert "torch.compile failed for ours on cpu, so no compiled figures" in out and "no_such_backend" in out
     assert set(_rates(out)) == {"transformer_lessons.Transformer", "torch.nn.Transformer"}
     assert "ratio ours / nn.Transformer" in out
-
 
 
 def test_bench_train_compares_float32_with_bfloat16_autocast(corpus_file):

@@ -20,8 +20,9 @@ def transformer_forward(model, src, tgt_in, src_mask, tgt_mask):
 
 
 def transformer_forward_keywords(model, src, tgt_in, src_mask, tgt_mask):
-    return model.decode(memory=model.encode(src=src, src_mask=src_mask), src_mask=src_mask, tgt=tgt_in,
-                        tgt_mask=tgt_mask)
+    return model.decode(
+        memory=model.encode(src=src, src_mask=src_mask), src_mask=src_mask, tgt=tgt_in, tgt_mask=tgt_mask
+    )
 
 
 def transformer_forward_by_hand(model, src, tgt_in, src_mask, tgt_mask):
@@ -56,24 +57,46 @@ ALTERNATIVES = {
 
 BUGS = {
     "forward_tgt_mask_as_memory_mask": (
-        "transformer_forward", lambda m, s, t, sm, tm: m.decode(m.encode(s, sm), tm, t, tm),
-        "the cross-attention got tgt_mask"),
+        "transformer_forward",
+        lambda m, s, t, sm, tm: m.decode(m.encode(s, sm), tm, t, tm),
+        "the cross-attention got tgt_mask",
+    ),
     "forward_masks_swapped": (
-        "transformer_forward", lambda m, s, t, sm, tm: m.decode(m.encode(s, sm), tm, t, sm), "swapped in decode"),
+        "transformer_forward",
+        lambda m, s, t, sm, tm: m.decode(m.encode(s, sm), tm, t, sm),
+        "swapped in decode",
+    ),
     "forward_no_src_mask_in_decode": (
-        "transformer_forward", lambda m, s, t, sm, tm: m.decode(m.encode(s, sm), None, t, tm),
-        "src_mask is missing in decode"),
+        "transformer_forward",
+        lambda m, s, t, sm, tm: m.decode(m.encode(s, sm), None, t, tm),
+        "src_mask is missing in decode",
+    ),
     "forward_no_src_mask_in_encode": (
-        "transformer_forward", lambda m, s, t, sm, tm: m.decode(m.encode(s), sm, t, tm), "src_mask is missing in encode"),
+        "transformer_forward",
+        lambda m, s, t, sm, tm: m.decode(m.encode(s), sm, t, tm),
+        "src_mask is missing in encode",
+    ),
     "forward_encodes_tgt_in": (
-        "transformer_forward", lambda m, s, t, sm, tm: m.decode(m.encode(t, sm), sm, t, tm), "the encoder reads the SOURCE"),
+        "transformer_forward",
+        lambda m, s, t, sm, tm: m.decode(m.encode(t, sm), sm, t, tm),
+        "the encoder reads the SOURCE",
+    ),
     "forward_decodes_src": (
-        "transformer_forward", lambda m, s, t, sm, tm: m.decode(m.encode(s, sm), sm, s, tm), "the decoder reads the TARGET"),
+        "transformer_forward",
+        lambda m, s, t, sm, tm: m.decode(m.encode(s, sm), sm, s, tm),
+        "the decoder reads the TARGET",
+    ),
     "forward_hidden_states": ("transformer_forward", forward_hidden_states, "hidden states"),
     "forward_softmax": (
-        "transformer_forward", lambda m, s, t, sm, tm: m(s, t, sm, tm).softmax(-1), "return the logits, not probabilities"),
+        "transformer_forward",
+        lambda m, s, t, sm, tm: m(s, t, sm, tm).softmax(-1),
+        "return the logits, not probabilities",
+    ),
     "forward_no_tgt_mask": (
-        "transformer_forward", lambda m, s, t, sm, tm: m.decode(m.encode(s, sm), sm, t), "tgt_mask is missing"),
+        "transformer_forward",
+        lambda m, s, t, sm, tm: m.decode(m.encode(s, sm), sm, t),
+        "tgt_mask is missing",
+    ),
 }
 
 

@@ -126,7 +126,11 @@ BUGS = {
     "batch_strict": ("batch_by_tokens", batch_with(strict=True), "off by one"),
     "batch_drops_last": ("batch_by_tokens", batch_with(drop_last=True), "the last batch is missing"),
     "batch_new_row_not_counted": ("batch_by_tokens", batch_with(cost="rows_before"), "count the new row too"),
-    "batch_new_length_not_counted": ("batch_by_tokens", batch_with(cost="longest_before"), "count the new item's length"),
+    "batch_new_length_not_counted": (
+        "batch_by_tokens",
+        batch_with(cost="longest_before"),
+        "count the new item's length",
+    ),
     "batch_drops_long": ("batch_by_tokens", batch_with(drop_long=True), "still goes in, alone"),
     "batch_index_twice": ("batch_by_tokens", batch_index_twice, "is in more than one batch"),
     "batch_index_missing": ("batch_by_tokens", batch_index_missing, "is in no batch"),

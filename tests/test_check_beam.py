@@ -37,7 +37,9 @@ def beam_transposed(scores, log_probs, K):
 
 
 def beam_loop(scores, log_probs, K):
-    cands = sorted(((scores[k] + log_probs[k, v]).item(), k, v) for k in range(len(scores)) for v in range(log_probs.size(1)))[::-1][:K]
+    cands = sorted(
+        ((scores[k] + log_probs[k, v]).item(), k, v) for k in range(len(scores)) for v in range(log_probs.size(1))
+    )[::-1][:K]
     return torch.tensor([c[0] for c in cands]), torch.tensor([c[1] for c in cands]), torch.tensor([c[2] for c in cands])
 
 
@@ -71,22 +73,26 @@ def test_beam_reference_passes(capsys):
     assert_passes(check_beam_step, beam_reference, "beam_step", capsys)
 
 
-@pytest.mark.parametrize("answer", [beam_per_beam_then_joint, beam_transposed, beam_loop],
-                         ids=["per_beam_then_joint", "transposed", "loop"])
+@pytest.mark.parametrize(
+    "answer", [beam_per_beam_then_joint, beam_transposed, beam_loop], ids=["per_beam_then_joint", "transposed", "loop"]
+)
 def test_beam_other_correct_answers_pass(answer, capsys):
     assert_passes(check_beam_step, answer, "beam_step", capsys)
 
 
-@pytest.mark.parametrize("bug, hint", [
-    ("per_beam", "each prefix keeps its own best token"),
-    ("per_beam_topk", r"one row per prefix: a topk per beam"),
-    ("no_prefix", "prefix scores are not added"),
-    ("multiply", "your scores are probabilities"),
-    ("swapped", "parent and token are swapped"),
-    ("divide_by_k", "divide .and take the rest. by V"),
-    ("float_parent", "integer dtype"),
-    ("unsorted", "best first"),
-])
+@pytest.mark.parametrize(
+    "bug, hint",
+    [
+        ("per_beam", "each prefix keeps its own best token"),
+        ("per_beam_topk", r"one row per prefix: a topk per beam"),
+        ("no_prefix", "prefix scores are not added"),
+        ("multiply", "your scores are probabilities"),
+        ("swapped", "parent and token are swapped"),
+        ("divide_by_k", "divide .and take the rest. by V"),
+        ("float_parent", "integer dtype"),
+        ("unsorted", "best first"),
+    ],
+)
 def test_beam_bugs_are_named(bug, hint, capsys):
     assert_named(check_beam_step, beam_learner(bug), "beam_step", hint)
     assert capsys.readouterr().out == ""
@@ -101,9 +107,12 @@ def test_beam_variant_with_default_knobs_is_the_reference():
 # --- stubs, random state, docstrings ------------------------------------------------------
 
 
-@pytest.mark.parametrize("check, name", [
-    (check_beam_step, "beam_step"),
-])
+@pytest.mark.parametrize(
+    "check, name",
+    [
+        (check_beam_step, "beam_step"),
+    ],
+)
 def test_stub_says_not_implemented_and_returns_none(check, name, capsys):
     assert check(stub) is None
     out = capsys.readouterr().out

@@ -12,7 +12,13 @@ import pytest
 import torch
 
 from check_helpers import assert_named, assert_passes, stub
-from transformer_lessons.checks.bleu import _MP_CASES, _ngram_stats, _reference_stats, check_brevity_penalty, check_modified_precision
+from transformer_lessons.checks.bleu import (
+    _MP_CASES,
+    _ngram_stats,
+    _reference_stats,
+    check_brevity_penalty,
+    check_modified_precision,
+)
 
 # --- modified_precision and brevity_penalty -----------------------------------------------
 
@@ -72,14 +78,17 @@ def test_modified_precision_other_correct_answers_pass(answer, capsys):
     assert_passes(check_modified_precision, answer, "modified_precision", capsys)
 
 
-@pytest.mark.parametrize("bug, hint", [
-    ("unclipped", "not clipped"),
-    ("set", "distinct n-grams"),
-    ("off_by_one", "off by one"),
-    ("short_at_end", "shorter than n at the end"),
-    ("negative_total", "never negative"),
-    ("ratio", "not one number"),
-])
+@pytest.mark.parametrize(
+    "bug, hint",
+    [
+        ("unclipped", "not clipped"),
+        ("set", "distinct n-grams"),
+        ("off_by_one", "off by one"),
+        ("short_at_end", "shorter than n at the end"),
+        ("negative_total", "never negative"),
+        ("ratio", "not one number"),
+    ],
+)
 def test_modified_precision_bugs_are_named(bug, hint, capsys):
     assert assert_named(check_modified_precision, mp_learner(bug), "modified_precision", hint).known_bug
     assert capsys.readouterr().out == ""
@@ -134,14 +143,17 @@ def test_brevity_penalty_other_correct_answers_pass(answer, capsys):
     assert_passes(check_brevity_penalty, answer, "brevity_penalty", capsys)
 
 
-@pytest.mark.parametrize("bug, hint", [
-    ("inverted", "ratio is inverted"),
-    ("always", "applied to long hypotheses"),
-    ("sign", "sign is flipped"),
-    ("zero_division", r"(?s)ZeroDivisionError.*empty hypothesis"),
-    ("inf", "return 0.0 before dividing"),
-    ("empty_gets_one", "gets BP = 0.0"),
-])
+@pytest.mark.parametrize(
+    "bug, hint",
+    [
+        ("inverted", "ratio is inverted"),
+        ("always", "applied to long hypotheses"),
+        ("sign", "sign is flipped"),
+        ("zero_division", r"(?s)ZeroDivisionError.*empty hypothesis"),
+        ("inf", "return 0.0 before dividing"),
+        ("empty_gets_one", "gets BP = 0.0"),
+    ],
+)
 def test_brevity_penalty_bugs_are_named(bug, hint, capsys):
     assert_named(check_brevity_penalty, bp_learner(bug), "brevity_penalty", hint)
     assert capsys.readouterr().out == ""
@@ -150,10 +162,13 @@ def test_brevity_penalty_bugs_are_named(bug, hint, capsys):
 # --- stubs, random state, docstrings ------------------------------------------------------
 
 
-@pytest.mark.parametrize("check, name", [
-    (check_modified_precision, "modified_precision"),
-    (check_brevity_penalty, "brevity_penalty"),
-])
+@pytest.mark.parametrize(
+    "check, name",
+    [
+        (check_modified_precision, "modified_precision"),
+        (check_brevity_penalty, "brevity_penalty"),
+    ],
+)
 def test_stub_says_not_implemented_and_returns_none(check, name, capsys):
     assert check(stub) is None
     out = capsys.readouterr().out

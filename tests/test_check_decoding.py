@@ -26,7 +26,9 @@ def learner_greedy(model, src, src_mask, max_new_tokens, bos_id, eos_id, bug=Non
     mask = None if bug == "no_src_mask" else src_mask
     ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long)  # (B, 1)
     finished = torch.zeros(src.size(0), dtype=torch.bool)
-    steps = max_new_tokens - 1 if bug == "off_by_one" else max_new_tokens + 1 if bug == "one_too_many" else max_new_tokens
+    steps = (
+        max_new_tokens - 1 if bug == "off_by_one" else max_new_tokens + 1 if bug == "one_too_many" else max_new_tokens
+    )
     for _ in range(steps):
         inp = ys[:, :1] if bug == "no_feedback" else ys[:, -1:] if bug == "last_token_only" else ys
         tgt_mask = None if bug == "no_causal_mask" else causal_mask(inp.size(1))
@@ -155,10 +157,15 @@ def test_every_bug_changes_the_output():
         with torch.no_grad():
             want = check_decoding._rows_until_eos(greedy_decode(model, src, src_mask, max_new_tokens, bos, eos), eos)
             outputs = {
-                name: check_decoding._rows_until_eos(check_decoding._greedy(model, src, src_mask, max_new_tokens, bos, eos, **knobs), eos)
+                name: check_decoding._rows_until_eos(
+                    check_decoding._greedy(model, src, src_mask, max_new_tokens, bos, eos, **knobs), eos
+                )
                 for name, knobs in {
-                    "bos": dict(feed="bos"), "last": dict(feed="last"), "causal": dict(causal=False),
-                    "src_mask": dict(use_src_mask=False), "softmax": dict(softmax_dim=1),
+                    "bos": dict(feed="bos"),
+                    "last": dict(feed="last"),
+                    "causal": dict(causal=False),
+                    "src_mask": dict(use_src_mask=False),
+                    "softmax": dict(softmax_dim=1),
                 }.items()
             }
         assert all(out != want for out in outputs.values())

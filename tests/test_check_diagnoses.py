@@ -183,8 +183,9 @@ def test_slip_bugs_tries_each_alone_then_pairs_on_different_knobs():
     def simulate(a=0, b=0, c=0):
         return (a, b, c)
 
-    bugs = slip_bugs(simulate, [Slip("A", {"a": 1}), Slip("A2", {"a": 2}), Slip("B", {"b": 1})],
-                      partners=[Slip("C", {"c": 1})])
+    bugs = slip_bugs(
+        simulate, [Slip("A", {"a": 1}), Slip("A2", {"a": 2}), Slip("B", {"b": 1})], partners=[Slip("C", {"c": 1})]
+    )
     named = {hint: thunk() for hint, thunk in bugs}
     assert [hint for hint, _ in bugs][:4] == ["A", "A2", "B", "C"]  # singles first, in order
     assert named["two things differ, fix both:\n  1. A\n  2. B"] == (1, 1, 0)
@@ -233,12 +234,19 @@ def sdpa_one_key_for_blocked(query, key, value, mask=None):
 
 def test_the_reference_zeros_for_a_blocked_query_keep_the_pass_line(capsys):
     checks.check_scaled_dot_product_attention(scaled_dot_product_attention)
-    assert capsys.readouterr().out == ("✔ scaled_dot_product_attention: correct (checked shapes, values against "
-                                       "F.scaled_dot_product_attention, masking, rows sum to 1, heads axis)\n")
+    assert capsys.readouterr().out == (
+        "✔ scaled_dot_product_attention: correct (checked shapes, values against "
+        "F.scaled_dot_product_attention, masking, rows sum to 1, heads axis)\n"
+    )
 
 
-@pytest.mark.parametrize("answer, says", [(sdpa_nan_for_blocked, "gets NaN from yours"),
-                                          (sdpa_equal_for_blocked, "gets equal weights on every key from yours")])
+@pytest.mark.parametrize(
+    "answer, says",
+    [
+        (sdpa_nan_for_blocked, "gets NaN from yours"),
+        (sdpa_equal_for_blocked, "gets equal weights on every key from yours"),
+    ],
+)
 def test_nan_or_equal_weights_for_a_blocked_query_pass_and_the_verdict_says_so(answer, says, capsys):
     assert checks.check_scaled_dot_product_attention(answer) is None
     line = capsys.readouterr().out
@@ -287,7 +295,7 @@ class MHAUnscaledWithoutWo(MultiHeadAttention):
 
 
 def noam_no_warmup_d_model_up(step, d_model, warmup, factor=1.0):
-    return factor * d_model ** 0.5 * step ** -0.5
+    return factor * d_model**0.5 * step**-0.5
 
 
 def vocab_lowercased_strict(token_lists, min_freq):
@@ -299,8 +307,8 @@ def vocab_lowercased_strict(token_lists, min_freq):
 
 
 def precision_unclipped_one_short(hypothesis, reference, n):
-    grams = [tuple(reference[i:i + n]) for i in range(len(reference) - n)]
-    mine = [tuple(hypothesis[i:i + n]) for i in range(len(hypothesis) - n)]
+    grams = [tuple(reference[i : i + n]) for i in range(len(reference) - n)]
+    mine = [tuple(hypothesis[i : i + n]) for i in range(len(hypothesis) - n)]
     return sum(g in grams for g in mine), max(len(hypothesis) - n, 0)
 
 
@@ -314,8 +322,11 @@ def beam_per_beam_without_prefix(scores, log_probs, K):
 
 
 TWO_AT_ONCE = {
-    "sdpa": (checks.check_scaled_dot_product_attention, sdpa_unscaled_softmax_over_queries,
-             ["sqrt(d_k)", "wrong axis (the queries)"]),
+    "sdpa": (
+        checks.check_scaled_dot_product_attention,
+        sdpa_unscaled_softmax_over_queries,
+        ["sqrt(d_k)", "wrong axis (the queries)"],
+    ),
     "mha": (checks.check_multi_head_attention, MHAUnscaledWithoutWo, ["sqrt(d_head)", "w_o is missing"]),
     "noam": (checks.check_noam_rate, noam_no_warmup_d_model_up, ["warm-up is missing", "power -0.5"]),
     "vocab": (checks.check_build_vocab, vocab_lowercased_strict, ["lowercased", "AT LEAST min_freq"]),

@@ -90,7 +90,9 @@ class BuggyPositions(nn.Module):
 
     def forward(self, x):
         B, L, _ = x.shape
-        if self.bug not in ("no_error", "slice") and (L > self.max_len or (self.bug == "refuses_max_len" and L >= self.max_len)):
+        if self.bug not in ("no_error", "slice") and (
+            L > self.max_len or (self.bug == "refuses_max_len" and L >= self.max_len)
+        ):
             raise ValueError(f"sequence of length {L} is longer than max_len={self.max_len}")
         positions = torch.arange(L)
         if self.bug == "from_one":
@@ -150,7 +152,7 @@ BUGS = {
     "embedding_no_scale": ("embedding_scale", lambda t, x: t(x), "the scaling is missing"),
     "embedding_divided": ("embedding_scale", lambda t, x: t(x) / math.sqrt(t.embedding_dim), "don't divide"),
     "embedding_times_d": ("embedding_scale", lambda t, x: t(x) * t.embedding_dim, "SQUARE ROOT of d_model"),
-    "embedding_precedence": ("embedding_scale", lambda t, x: t(x) * t.embedding_dim ** 1 / 2, "precedence"),
+    "embedding_precedence": ("embedding_scale", lambda t, x: t(x) * t.embedding_dim**1 / 2, "precedence"),
     "embedding_sqrt_vocab": ("embedding_scale", lambda t, x: t(x) * math.sqrt(t.num_embeddings), "vocabulary size"),
     "embedding_sqrt_length": ("embedding_scale", lambda t, x: t(x) * math.sqrt(x.size(1)), "sequence length"),
     "embedding_hard_coded": ("embedding_scale", lambda t, x: t(x) * math.sqrt(512), "hard-coded to 512"),
@@ -163,9 +165,11 @@ BUGS = {
     "positions_no_error": ("learned_positions", positions_with("no_error"), "instead of an error"),
     "positions_obscure_error": ("learned_positions", positions_with("slice"), "should raise a clear ValueError"),
     "positions_refuse_max_len": ("learned_positions", positions_with("refuses_max_len"), "exactly max_len"),
-    "positions_dropout_unused": ("learned_positions",
-                                 lambda max_len, d_model, dropout=0.0: LearnedPositions(max_len, d_model, 0.0),
-                                 "the dropout argument is not used"),
+    "positions_dropout_unused": (
+        "learned_positions",
+        lambda max_len, d_model, dropout=0.0: LearnedPositions(max_len, d_model, 0.0),
+        "the dropout argument is not used",
+    ),
 }
 
 
@@ -207,7 +211,9 @@ def test_stub_says_not_implemented_and_returns_none(name, capsys):
 
 
 def test_an_instance_instead_of_the_class_is_named():
-    with pytest.raises(ExerciseError, match=r"pass the class, not an instance: check_learned_positions\(LearnedPositions\)"):
+    with pytest.raises(
+        ExerciseError, match=r"pass the class, not an instance: check_learned_positions\(LearnedPositions\)"
+    ):
         check_learned_positions(LearnedPositions(12, 8))
 
 

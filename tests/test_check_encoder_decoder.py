@@ -1,5 +1,4 @@
-"""check_encoder_layer and check_decoder_layer (§3.1), fed the reference, correct answers written differently and the bugs learners write.
-"""
+"""check_encoder_layer and check_decoder_layer (§3.1), fed the reference, correct answers written differently and the bugs learners write."""
 
 from __future__ import annotations
 
@@ -232,7 +231,11 @@ REFERENCES = {
 BUGS = {
     # encoder layer
     "enc-pre-norm": ("encoder_layer", layer_with_bug(EncoderLayer, "pre_norm"), "pre-norm"),
-    "enc-no-residual": ("encoder_layer", layer_with_bug(EncoderLayer, "no_residual_attn"), "residual around self-attention"),
+    "enc-no-residual": (
+        "encoder_layer",
+        layer_with_bug(EncoderLayer, "no_residual_attn"),
+        "residual around self-attention",
+    ),
     "enc-mask-not-passed": ("encoder_layer", layer_with_bug(EncoderLayer, "mask_not_passed"), "src_mask is not passed"),
     "enc-norm-on-sublayer": ("encoder_layer", layer_with_bug(EncoderLayer, "norm_sublayer"), "norm the SUM"),
     "enc-norms-swapped": ("encoder_layer", layer_with_bug(EncoderLayer, "swap_norms"), "swapped"),
@@ -244,7 +247,11 @@ BUGS = {
     "dec-masks-swapped": ("decoder_layer", layer_with_bug(DecoderLayer, "masks_swapped"), "swapped"),
     "dec-no-src-mask": ("decoder_layer", layer_with_bug(DecoderLayer, "no_src_mask"), "src_mask is not passed"),
     "dec-pre-norm": ("decoder_layer", layer_with_bug(DecoderLayer, "pre_norm"), "pre-norm"),
-    "dec-no-residual": ("decoder_layer", layer_with_bug(DecoderLayer, "no_residual_cross"), "residual around the cross-attention"),
+    "dec-no-residual": (
+        "decoder_layer",
+        layer_with_bug(DecoderLayer, "no_residual_cross"),
+        "residual around the cross-attention",
+    ),
     "dec-norms-mixed": ("decoder_layer", layer_with_bug(DecoderLayer, "norms_mixed"), "LayerNorms are mixed up"),
 }
 
@@ -278,8 +285,11 @@ BUGS_WRITTEN_DIFFERENTLY = {
     "enc_feed_forward_first": ("encoder_layer", enc_feed_forward_first, "sublayers are in the wrong order"),
     "enc_no_residual_feed_forward": ("encoder_layer", enc_no_residual_feed_forward, "residual around the feed-forward"),
     "dec_cross_attention_first": ("decoder_layer", dec_cross_attention_first, "sublayers are in the wrong order"),
-    "dec_no_residual_self_attention": ("decoder_layer", dec_no_residual_self_attention,
-                                       "residual around the self-attention is missing"),
+    "dec_no_residual_self_attention": (
+        "decoder_layer",
+        dec_no_residual_self_attention,
+        "residual around the self-attention is missing",
+    ),
 }
 
 

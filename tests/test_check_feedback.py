@@ -74,7 +74,8 @@ def test_render_traceback_is_the_diagnosis_alone():
     assert "transformer_lessons" not in text and "Traceback" not in text and "File " not in text
     assert "\x1b[31m" in lines[0]  # red
     assert str(error) == ANSI.sub("", text).replace("✘ ", "", 1).replace("\n  ", " ").replace(
-        " more help", "\n  more help")  # str(error) stays plain text
+        " more help", "\n  more help"
+    )  # str(error) stays plain text
     assert "\x1b" not in str(error)
 
 

@@ -99,31 +99,38 @@ def append_returns_keys_only(cache_k, cache_v, new_k, new_v):
 def append_in_place(cache_k, cache_v, new_k, new_v):
     # "Appending" into the tail of the caller's buffer: it changes cache_k and cache_v.
     if cache_k.size(2) >= new_k.size(2) > 0:
-        cache_k[:, :, -new_k.size(2):] = new_k
-        cache_v[:, :, -new_v.size(2):] = new_v
+        cache_k[:, :, -new_k.size(2) :] = new_k
+        cache_v[:, :, -new_v.size(2) :] = new_v
     return torch.cat([cache_k, new_k], dim=2), torch.cat([cache_v, new_v], dim=2)
 
 
-@pytest.mark.parametrize("answer", [append_cat, append_preallocated, append_concat_negative_dim, append_package],
-                         ids=["cat", "preallocated", "concat_negative_dim", "package"])
+@pytest.mark.parametrize(
+    "answer",
+    [append_cat, append_preallocated, append_concat_negative_dim, append_package],
+    ids=["cat", "preallocated", "concat_negative_dim", "package"],
+)
 def test_append_right_answers_pass(answer, capsys):
     assert_passes(check_append_kv, answer, "append_kv", capsys)
 
 
-@pytest.mark.parametrize("bug, hint", [
-    (append_on_heads, r"joined along dim 1, the heads"),
-    (append_on_d_head, r"joined along dim 3, the head width"),
-    (append_on_batch, r"joined along dim 0, the batch"),
-    (append_stack, r"torch\.stack puts the tensors side by side on a NEW axis"),
-    (append_reversed, r"the new position comes first"),
-    (append_overwrite, r"hold only the new position.*overwrote the cache"),
-    (append_forgets_values, r"values hold only the new position.*forgot the value cache"),
-    (append_values_unchanged, r"values are the old cache, unchanged.*value cache must grow"),
-    (append_values_get_keys, r"new keys went into the value cache"),
-    (append_swapped_outputs, r"keys and values are swapped"),
-    (append_keys_twice, r"your values are the keys"),
-    (append_returns_keys_only, r"returned one tensor"),
-], ids=lambda x: x.__name__ if callable(x) else "")
+@pytest.mark.parametrize(
+    "bug, hint",
+    [
+        (append_on_heads, r"joined along dim 1, the heads"),
+        (append_on_d_head, r"joined along dim 3, the head width"),
+        (append_on_batch, r"joined along dim 0, the batch"),
+        (append_stack, r"torch\.stack puts the tensors side by side on a NEW axis"),
+        (append_reversed, r"the new position comes first"),
+        (append_overwrite, r"hold only the new position.*overwrote the cache"),
+        (append_forgets_values, r"values hold only the new position.*forgot the value cache"),
+        (append_values_unchanged, r"values are the old cache, unchanged.*value cache must grow"),
+        (append_values_get_keys, r"new keys went into the value cache"),
+        (append_swapped_outputs, r"keys and values are swapped"),
+        (append_keys_twice, r"your values are the keys"),
+        (append_returns_keys_only, r"returned one tensor"),
+    ],
+    ids=lambda x: x.__name__ if callable(x) else "",
+)
 def test_append_bugs_are_named(bug, hint, capsys):
     assert_named(check_append_kv, bug, "append_kv", hint, capsys)
 
@@ -215,21 +222,28 @@ def reorder_in_place(cache_k, cache_v, parent):
     return cache_k[: len(parent)], cache_v[: len(parent)]
 
 
-@pytest.mark.parametrize("answer", [reorder_index_select, reorder_fancy_indexing, reorder_loop_stack, reorder_gather,
-                                    reorder_package], ids=lambda f: f.__name__)
+@pytest.mark.parametrize(
+    "answer",
+    [reorder_index_select, reorder_fancy_indexing, reorder_loop_stack, reorder_gather, reorder_package],
+    ids=lambda f: f.__name__,
+)
 def test_reorder_right_answers_pass(answer, capsys):
     assert_passes(check_reorder_kv, answer, "reorder_kv", capsys)
 
 
-@pytest.mark.parametrize("bug, hint", [
-    (reorder_unchanged, r"the cache was not reordered"),
-    (reorder_keys_only, r"the values were not reordered"),
-    (reorder_values_only, r"the keys were not reordered"),
-    (reorder_scatter, r"rows went the wrong way.*FETCHED"),
-    (reorder_heads_axis, r"indexed along dim 1, the heads"),
-    (reorder_time_axis, r"indexed along dim 2, the time axis"),
-    (reorder_swapped_outputs, r"keys and values are swapped"),
-], ids=lambda x: x.__name__ if callable(x) else "")
+@pytest.mark.parametrize(
+    "bug, hint",
+    [
+        (reorder_unchanged, r"the cache was not reordered"),
+        (reorder_keys_only, r"the values were not reordered"),
+        (reorder_values_only, r"the keys were not reordered"),
+        (reorder_scatter, r"rows went the wrong way.*FETCHED"),
+        (reorder_heads_axis, r"indexed along dim 1, the heads"),
+        (reorder_time_axis, r"indexed along dim 2, the time axis"),
+        (reorder_swapped_outputs, r"keys and values are swapped"),
+    ],
+    ids=lambda x: x.__name__ if callable(x) else "",
+)
 def test_reorder_bugs_are_named(bug, hint, capsys):
     assert_named(check_reorder_kv, bug, "reorder_kv", hint, capsys)
 

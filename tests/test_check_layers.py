@@ -1,5 +1,4 @@
-"""check_layer_norm and check_feed_forward, fed the reference, correct answers written differently and the bugs learners write.
-"""
+"""check_layer_norm and check_feed_forward, fed the reference, correct answers written differently and the bugs learners write."""
 
 from __future__ import annotations
 

@@ -92,7 +92,11 @@ REFERENCES = {
 # (check, buggy answer, a phrase the hint must contain)
 BUGS = {
     # causal mask
-    "causal-no-diagonal": ("causal_mask", lambda n: torch.ones(n, n, dtype=torch.bool).tril(-1), "diagonal is excluded"),
+    "causal-no-diagonal": (
+        "causal_mask",
+        lambda n: torch.ones(n, n, dtype=torch.bool).tril(-1),
+        "diagonal is excluded",
+    ),
     "causal-upper": ("causal_mask", lambda n: torch.ones(n, n, dtype=torch.bool).triu(), "upper triangle"),
     "causal-inverted": ("causal_mask", lambda n: torch.ones(n, n, dtype=torch.bool).triu(1), "inverted"),
     "causal-float": ("causal_mask", lambda n: torch.ones(n, n).tril(), "dtype"),
@@ -104,9 +108,17 @@ BUGS = {
     "target-padding-only": ("target_mask", lambda t, p: padding_mask(t, p), "only the padding part"),
     "target-or": ("target_mask", lambda t, p: padding_mask(t, p) | causal_mask(t.size(1)), "OR"),
     "target-inverted": ("target_mask", lambda t, p: ~target_mask(t, p), "inverted"),
-    "target-query-padding": ("target_mask", lambda t, p: (t != p)[:, None, :, None] & causal_mask(t.size(1)), "queries (rows)"),
+    "target-query-padding": (
+        "target_mask",
+        lambda t, p: (t != p)[:, None, :, None] & causal_mask(t.size(1)),
+        "queries (rows)",
+    ),
     "target-upper": ("target_mask", lambda t, p: padding_mask(t, p) & causal_mask(t.size(1)).T, "upper triangle"),
-    "target-no-diagonal": ("target_mask", lambda t, p: padding_mask(t, p) & causal_mask(t.size(1)).tril(-1), "diagonal"),
+    "target-no-diagonal": (
+        "target_mask",
+        lambda t, p: padding_mask(t, p) & causal_mask(t.size(1)).tril(-1),
+        "diagonal",
+    ),
     "inversion-unchanged": ("mask_inversion", lambda b: b.clone(), "input unchanged"),
     "inversion-arithmetic": ("mask_inversion", lambda b: 1 - b.int(), "dtype"),
     "inversion-in-place": ("mask_inversion", lambda b: b.logical_not_(), "in place"),

@@ -1,5 +1,4 @@
-"""check_positional_encoding (§3.5), fed the reference, correct answers written differently and the bugs learners write.
-"""
+"""check_positional_encoding (§3.5), fed the reference, correct answers written differently and the bugs learners write."""
 
 from __future__ import annotations
 

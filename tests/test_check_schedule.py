@@ -1,5 +1,4 @@
-"""check_noam_rate (§5.3), fed the reference, correct answers written differently and the bugs learners write.
-"""
+"""check_noam_rate (§5.3), fed the reference, correct answers written differently and the bugs learners write."""
 
 from __future__ import annotations
 
@@ -62,7 +61,10 @@ BUGS = {
 
 # Correct answers written differently from the package: the checks must accept them too.
 ALTERNATIVES = {
-    "noam-tensor": ("noam_rate", lambda s, d, w, f=1.0: f * torch.tensor(d, dtype=torch.float64) ** -0.5 * min(s**-0.5, s * w**-1.5)),
+    "noam-tensor": (
+        "noam_rate",
+        lambda s, d, w, f=1.0: f * torch.tensor(d, dtype=torch.float64) ** -0.5 * min(s**-0.5, s * w**-1.5),
+    ),
 }
 
 
@@ -170,4 +172,6 @@ def test_buggy_noam_with_default_knobs_is_the_course_formula():
     # and must not drift from the one formula it varies.
     for d_model, warmup, factor in ((512, 4000, 1.0), (256, 100, 2.0), (128, 1, 0.5)):
         for step in (1, 2, warmup - 1 or 1, warmup, warmup + 1, 10 * warmup, 123_457):
-            assert check_schedule._buggy_noam(step, d_model, warmup, factor) == course_noam_rate(step, d_model, warmup, factor)
+            assert check_schedule._buggy_noam(step, d_model, warmup, factor) == course_noam_rate(
+                step, d_model, warmup, factor
+            )

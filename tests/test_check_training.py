@@ -87,25 +87,42 @@ def test_label_smoothing_reference_passes(capsys):
     assert_passes(check_label_smoothing_loss, ls_reference, "label_smoothing_loss", capsys)
 
 
-@pytest.mark.parametrize("answer", [ls_explicit_q, ls_loop, ls_kl_plus_entropy, ls_learner(None)],
-                         ids=["explicit_q", "loop", "kl_plus_entropy", "learner"])
+@pytest.mark.parametrize(
+    "answer",
+    [ls_explicit_q, ls_loop, ls_kl_plus_entropy, ls_learner(None)],
+    ids=["explicit_q", "loop", "kl_plus_entropy", "learner"],
+)
 def test_label_smoothing_other_correct_answers_pass(answer, capsys):
     assert_passes(check_label_smoothing_loss, answer, "label_smoothing_loss", capsys)
 
 
-@pytest.mark.parametrize("answer, hint", [
-    (ls_cross_entropy_label_smoothing, r"ε/V over every class.*F.cross_entropy"),
-    (ls_learner("eps_over_v_minus_1"), r"<pad> gets some too"),
-    (ls_learner("no_smoothing"), "no smoothing"),
-    (ls_learner("pad_not_ignored"), "positions whose target is pad_id change: those positions are not ignored"),
-    (ls_learner("hard_coded_pad"), "use the pad_id argument"),
-    (ls_learner("mean_over_all"), "divide by all N positions"),
-    (ls_learner("sum"), "the sum over positions"),
-    (ls_learner("log_of_softmax"), r"log\(softmax\(x\)\) takes log 0"),
-    (ls_learner("item"), "Python float"),
-    (ls_kl, "KL divergence"),
-], ids=["eps_over_v", "eps_over_v_minus_1", "no_smoothing", "pad_not_ignored", "hard_coded_pad", "mean_over_all",
-        "sum", "log_of_softmax", "item", "kl"])
+@pytest.mark.parametrize(
+    "answer, hint",
+    [
+        (ls_cross_entropy_label_smoothing, r"ε/V over every class.*F.cross_entropy"),
+        (ls_learner("eps_over_v_minus_1"), r"<pad> gets some too"),
+        (ls_learner("no_smoothing"), "no smoothing"),
+        (ls_learner("pad_not_ignored"), "positions whose target is pad_id change: those positions are not ignored"),
+        (ls_learner("hard_coded_pad"), "use the pad_id argument"),
+        (ls_learner("mean_over_all"), "divide by all N positions"),
+        (ls_learner("sum"), "the sum over positions"),
+        (ls_learner("log_of_softmax"), r"log\(softmax\(x\)\) takes log 0"),
+        (ls_learner("item"), "Python float"),
+        (ls_kl, "KL divergence"),
+    ],
+    ids=[
+        "eps_over_v",
+        "eps_over_v_minus_1",
+        "no_smoothing",
+        "pad_not_ignored",
+        "hard_coded_pad",
+        "mean_over_all",
+        "sum",
+        "log_of_softmax",
+        "item",
+        "kl",
+    ],
+)
 def test_label_smoothing_bugs_are_named(answer, hint, capsys):
     assert assert_named(check_label_smoothing_loss, answer, "label_smoothing_loss", hint).known_bug
     assert capsys.readouterr().out == ""
@@ -185,19 +202,24 @@ def test_train_step_other_correct_answers_pass(answer, capsys):
     assert_passes(check_train_step, answer, "train_step", capsys)
 
 
-@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)` before")  # PyTorch agrees: scheduler_first
-@pytest.mark.parametrize("bug, hint", [
-    ("no_zero_grad", r"plus the previous one's.*zero_grad\(\)"),
-    ("scheduler_first", r"scheduler.step\(\) ran before optimizer.step\(\)"),
-    ("no_scheduler", "the learning rate never changes"),
-    ("feeds_tgt_out", "the decoder reads batch.tgt_out"),
-    ("scores_tgt_in", "compares with batch.tgt_in"),
-    ("no_tgt_mask", "no tgt_mask"),
-    ("step_before_backward", r"found no gradients.*before\s+loss.backward\(\)"),
-    ("returns_graph", "with its graph"),
-    ("eval_mode", r"eval mode.*model.train\(\)"),
-    ("clips", "clipped"),
-])
+@pytest.mark.filterwarnings(
+    "ignore:Detected call of `lr_scheduler.step\\(\\)` before"
+)  # PyTorch agrees: scheduler_first
+@pytest.mark.parametrize(
+    "bug, hint",
+    [
+        ("no_zero_grad", r"plus the previous one's.*zero_grad\(\)"),
+        ("scheduler_first", r"scheduler.step\(\) ran before optimizer.step\(\)"),
+        ("no_scheduler", "the learning rate never changes"),
+        ("feeds_tgt_out", "the decoder reads batch.tgt_out"),
+        ("scores_tgt_in", "compares with batch.tgt_in"),
+        ("no_tgt_mask", "no tgt_mask"),
+        ("step_before_backward", r"found no gradients.*before\s+loss.backward\(\)"),
+        ("returns_graph", "with its graph"),
+        ("eval_mode", r"eval mode.*model.train\(\)"),
+        ("clips", "clipped"),
+    ],
+)
 def test_train_step_bugs_are_named(bug, hint, capsys):
     assert assert_named(check_train_step, ts_learner(bug), "train_step", hint).known_bug
     assert capsys.readouterr().out == ""
@@ -221,10 +243,13 @@ def test_train_step_with_a_new_optimizer_is_named():
 # --- stubs, random state, docstrings ------------------------------------------------------
 
 
-@pytest.mark.parametrize("check, name", [
-    (check_label_smoothing_loss, "label_smoothing_loss"),
-    (check_train_step, "train_step"),
-])
+@pytest.mark.parametrize(
+    "check, name",
+    [
+        (check_label_smoothing_loss, "label_smoothing_loss"),
+        (check_train_step, "train_step"),
+    ],
+)
 def test_stub_says_not_implemented_and_returns_none(check, name, capsys):
     assert check(stub) is None
     out = capsys.readouterr().out

@@ -31,15 +31,22 @@ from transformer_lessons.specials import SPECIALS
 
 # --- where the bugs come from --------------------------------------------------------------------
 
-ANNOTATED = ("harvardnlp/annotated-transformer, the_annotated_transformer.py (The Annotated Transformer, v2022; "
-             "the 2018 original does the same)")
-PERSSON = ("aladdinpersson/Machine-Learning-Collection, "
-           "ML/Pytorch/more_advanced/transformer_from_scratch/transformer_from_scratch.py (Aladdin Persson, "
-           "'Pytorch Transformers from Scratch', YouTube)")
-SAM_LYNN_EVANS = ("SamLynnEvans/Transformer (Samuel Lynn-Evans, 'How to code The Transformer in PyTorch', "
-                  "Towards Data Science, 2018)")
-TF_TUTORIAL = ("TensorFlow tutorial 'Transformer model for language understanding' (tensorflow/docs, "
-               "site/en/tutorials/text/transformer.ipynb)")
+ANNOTATED = (
+    "harvardnlp/annotated-transformer, the_annotated_transformer.py (The Annotated Transformer, v2022; "
+    "the 2018 original does the same)"
+)
+PERSSON = (
+    "aladdinpersson/Machine-Learning-Collection, "
+    "ML/Pytorch/more_advanced/transformer_from_scratch/transformer_from_scratch.py (Aladdin Persson, "
+    "'Pytorch Transformers from Scratch', YouTube)"
+)
+SAM_LYNN_EVANS = (
+    "SamLynnEvans/Transformer (Samuel Lynn-Evans, 'How to code The Transformer in PyTorch', Towards Data Science, 2018)"
+)
+TF_TUTORIAL = (
+    "TensorFlow tutorial 'Transformer model for language understanding' (tensorflow/docs, "
+    "site/en/tutorials/text/transformer.ipynb)"
+)
 BENTREVETT = "bentrevett/pytorch-seq2seq, '6 - Attention is All You Need.ipynb' (the 2020 torchtext version)"
 D2L = "Dive into Deep Learning (d2l.ai), the seq2seq chapter's bleu() (section 'Evaluation of Predicted Sequences')"
 JADORE = "jadore801120/attention-is-all-you-need-pytorch"
@@ -75,7 +82,7 @@ class MHAScaledByDModel(nn.Module):
         energy = heads(self.w_q(query)) @ heads(self.w_k(key)).transpose(-2, -1)
         if mask is not None:
             energy = energy.masked_fill(mask == 0, -1e20)
-        attention = self.dropout(torch.softmax(energy / self.d ** 0.5, dim=-1))
+        attention = self.dropout(torch.softmax(energy / self.d**0.5, dim=-1))
         return self.w_o((attention @ heads(self.w_v(value))).transpose(1, 2).reshape(B, -1, self.d))
 
 
@@ -322,7 +329,7 @@ def vocab_lowercased(token_lists, min_freq):
 def noam_step_plus_one(step, d_model, warmup, factor=1.0):
     """jadore801120's early train.py: update_learning_rate adds 1 to the step it is given, then computes the rate."""
     step += 1
-    return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+    return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
 def label_smoothing_kl_summed(logits, target, pad_id, eps):
@@ -398,12 +405,12 @@ def precision_unclamped_total(hypothesis, reference, n):
 
     reference_counts = defaultdict(int)
     for i in range(len(reference) - n + 1):
-        reference_counts[tuple(reference[i:i + n])] += 1
+        reference_counts[tuple(reference[i : i + n])] += 1
     matches = 0
     for i in range(len(hypothesis) - n + 1):
-        if reference_counts[tuple(hypothesis[i:i + n])] > 0:
+        if reference_counts[tuple(hypothesis[i : i + n])] > 0:
             matches += 1
-            reference_counts[tuple(hypothesis[i:i + n])] -= 1
+            reference_counts[tuple(hypothesis[i : i + n])] -= 1
     return matches, len(hypothesis) - n + 1
 
 
@@ -433,127 +440,224 @@ def rank_loss_local_mean(local_sum, local_tokens, total_tokens, world_size):
 # id -> (check, answer, phrases the message must contain, source)
 TUTORIAL_BUGS = {
     "sdpa-tf-additive-mask": (
-        "scaled_dot_product_attention", sdpa_additive_tf_mask, ["mask is inverted"],
+        "scaled_dot_product_attention",
+        sdpa_additive_tf_mask,
+        ["mask is inverted"],
         f"{TF_TUTORIAL}, scaled_dot_product_attention: scaled_attention_logits += mask * -1e9, its mask 1 where a key "
-        "is padding; ported with this course's mask (True = may attend) the mask is inverted"),
+        "is padding; ported with this course's mask (True = may attend) the mask is inverted",
+    ),
     "mha-persson-sqrt-embed-size": (
-        "multi_head_attention", MHAScaledByDModel, ["not sqrt(d_model)"],
-        f"{PERSSON}, SelfAttention.forward: torch.softmax(energy / (self.embed_size ** (1 / 2)), dim=3)"),
+        "multi_head_attention",
+        MHAScaledByDModel,
+        ["not sqrt(d_model)"],
+        f"{PERSSON}, SelfAttention.forward: torch.softmax(energy / (self.embed_size ** (1 / 2)), dim=3)",
+    ),
     "causal-annotated-leading-axis": (
-        "causal_mask", causal_with_leading_axis, ["(1, 5, 5)", "leading axis"],
-        f"{ANNOTATED}, subsequent_mask (section 'Decoder'): attn_shape = (1, size, size)"),
+        "causal_mask",
+        causal_with_leading_axis,
+        ["(1, 5, 5)", "leading axis"],
+        f"{ANNOTATED}, subsequent_mask (section 'Decoder'): attn_shape = (1, size, size)",
+    ),
     "padding-annotated-no-heads-axis": (
-        "padding_mask", padding_without_heads_axis, ["(B, 1, S)", "one singleton axis short"],
+        "padding_mask",
+        padding_without_heads_axis,
+        ["(B, 1, S)", "one singleton axis short"],
         f"{ANNOTATED}, class Batch: self.src_mask = (src != pad).unsqueeze(-2); MultiHeadedAttention adds the heads "
-        "axis with mask.unsqueeze(1)"),
+        "axis with mask.unsqueeze(1)",
+    ),
     "padding-tf-float-inverted": (
-        "padding_mask", padding_tf_style, ["two things differ", "bool tensor", "inverted"],
-        f"{TF_TUTORIAL}, create_padding_mask: tf.cast(tf.math.equal(seq, 0), tf.float32)[:, tf.newaxis, tf.newaxis, :]"),
+        "padding_mask",
+        padding_tf_style,
+        ["two things differ", "bool tensor", "inverted"],
+        f"{TF_TUTORIAL}, create_padding_mask: tf.cast(tf.math.equal(seq, 0), tf.float32)[:, tf.newaxis, tf.newaxis, :]",
+    ),
     "target-persson-causal-only-float": (
-        "target_mask", target_causal_only_float, ["two things differ", "bool tensor", "only the causal part"],
+        "target_mask",
+        target_causal_only_float,
+        ["two things differ", "bool tensor", "only the causal part"],
         f"{PERSSON}, Transformer.make_trg_mask: torch.tril(torch.ones((trg_len, trg_len))).expand(N, 1, trg_len, "
-        "trg_len), float and without the padding"),
+        "trg_len), float and without the padding",
+    ),
     "target-annotated-no-heads-axis": (
-        "target_mask", target_without_heads_axis, ["(B, T, T)", "heads axis is missing"],
-        f"{ANNOTATED}, Batch.make_std_mask: (tgt != pad).unsqueeze(-2) & subsequent_mask(tgt.size(-1)), (B, T, T)"),
+        "target_mask",
+        target_without_heads_axis,
+        ["(B, T, T)", "heads axis is missing"],
+        f"{ANNOTATED}, Batch.make_std_mask: (tgt != pad).unsqueeze(-2) & subsequent_mask(tgt.size(-1)), (B, T, T)",
+    ),
     "target-tf-maximum": (
-        "target_mask", target_maximum_of_masks, ["that is OR"],
+        "target_mask",
+        target_maximum_of_masks,
+        ["that is OR"],
         f"{TF_TUTORIAL}, create_masks: combined_mask = tf.maximum(dec_target_padding_mask, look_ahead_mask), right "
-        "for its 1 = blocked masks, OR once ported to True = may attend"),
+        "for its 1 = blocked masks, OR once ported to True = may attend",
+    ),
     "inversion-hf-one-minus": (
-        "mask_inversion", inversion_one_minus, ["dtype"],
+        "mask_inversion",
+        inversion_one_minus,
+        ["dtype"],
         "huggingface/transformers, modeling_utils.py, ModuleUtilsMixin.get_extended_attention_mask: "
-        "(1.0 - extended_attention_mask) * torch.finfo(dtype).min"),
+        "(1.0 - extended_attention_mask) * torch.finfo(dtype).min",
+    ),
     "pe-samlynnevans-column-frequency": (
-        "positional_encoding", pe_own_frequency_per_column, ["every column its own"],
+        "positional_encoding",
+        pe_own_frequency_per_column,
+        ["every column its own"],
         f"{SAM_LYNN_EVANS}, Embed.py, PositionalEncoder: pos / (10000 ** ((2 * i)/d_model)) with i in "
-        "range(0, d_model, 2), and 2 * (i + 1) for the cos column"),
+        "range(0, d_model, 2), and 2 * (i + 1) for the cos column",
+    ),
     "embedding-persson-unscaled": (
-        "embedding_scale", embedding_unscaled, ["scaling is missing"],
-        f"{PERSSON}, Encoder.forward and Decoder.forward: word_embedding(x) + position_embedding(positions), unscaled"),
+        "embedding_scale",
+        embedding_unscaled,
+        ["scaling is missing"],
+        f"{PERSSON}, Encoder.forward and Decoder.forward: word_embedding(x) + position_embedding(positions), unscaled",
+    ),
     "positions-samlynnevans-scaled-inside": (
-        "learned_positions", PositionsScalingInside, ["don't scale here", "already scaled"],
-        f"{SAM_LYNN_EVANS}, Embed.py, PositionalEncoder.forward: x = x * math.sqrt(self.d_model) before adding pe"),
+        "learned_positions",
+        PositionsScalingInside,
+        ["don't scale here", "already scaled"],
+        f"{SAM_LYNN_EVANS}, Embed.py, PositionalEncoder.forward: x = x * math.sqrt(self.d_model) before adding pe",
+    ),
     "ln-annotated-a2-b2": (
-        "layer_norm", LayerNormA2B2, ["`a_2` and `b_2`", "`weight`", "`bias`"],
-        f"{ANNOTATED}, class LayerNorm (section 'Encoder and Decoder Stacks'): self.a_2, self.b_2, eps=1e-6"),
+        "layer_norm",
+        LayerNormA2B2,
+        ["`a_2` and `b_2`", "`weight`", "`bias`"],
+        f"{ANNOTATED}, class LayerNorm (section 'Encoder and Decoder Stacks'): self.a_2, self.b_2, eps=1e-6",
+    ),
     "ln-samlynnevans-alpha": (
-        "layer_norm", LayerNormAlphaBias, ["`alpha` and `bias`"],
-        f"{SAM_LYNN_EVANS}, Sublayers.py, class Norm: self.alpha, self.bias, eps = 1e-6"),
+        "layer_norm",
+        LayerNormAlphaBias,
+        ["`alpha` and `bias`"],
+        f"{SAM_LYNN_EVANS}, Sublayers.py, class Norm: self.alpha, self.bias, eps = 1e-6",
+    ),
     "ln-annotated-formula-and-eps": (
-        "layer_norm", AnnotatedLayerNormRenamed, ["two things differ", "biased variance and put eps inside",
-                                                  "default eps is 1e-06"],
-        f"{ANNOTATED}, class LayerNorm: x.std(-1) (unbiased), (std + self.eps), eps=1e-6 (issue 18's first case)"),
+        "layer_norm",
+        AnnotatedLayerNormRenamed,
+        ["two things differ", "biased variance and put eps inside", "default eps is 1e-06"],
+        f"{ANNOTATED}, class LayerNorm: x.std(-1) (unbiased), (std + self.eps), eps=1e-6 (issue 18's first case)",
+    ),
     "ffn-nanogpt-gelu": (
-        "feed_forward", FeedForwardGELU, ["GELU"],
-        "karpathy/nanoGPT, model.py, class MLP: c_fc, nn.GELU(), c_proj (GPT-2's feed-forward)"),
+        "feed_forward",
+        FeedForwardGELU,
+        ["GELU"],
+        "karpathy/nanoGPT, model.py, class MLP: c_fc, nn.GELU(), c_proj (GPT-2's feed-forward)",
+    ),
     "enc-bentrevett-one-layer-norm": (
-        "encoder_layer", EncoderLayerOneNorm, ["same LayerNorm is used twice"],
-        f"{BENTREVETT}, class EncoderLayer: one self.layer_norm after the self-attention and after the feed-forward"),
+        "encoder_layer",
+        EncoderLayerOneNorm,
+        ["same LayerNorm is used twice"],
+        f"{BENTREVETT}, class EncoderLayer: one self.layer_norm after the self-attention and after the feed-forward",
+    ),
     "enc-annotated-pre-norm": (
-        "encoder_layer", AnnotatedEncoderLayer, ["two things differ", "that is pre-norm",
-                                                 "is not nn.LayerNorm's function"],
+        "encoder_layer",
+        AnnotatedEncoderLayer,
+        ["two things differ", "that is pre-norm", "is not nn.LayerNorm's function"],
         f"{ANNOTATED}, SublayerConnection.forward: x + self.dropout(sublayer(self.norm(x))) with its LayerNorm "
-        "(issue 18's second case)"),
+        "(issue 18's second case)",
+    ),
     "enc-annotated-attention-dropout-default": (
-        "encoder_layer", EncoderLayerAttentionDropoutDefault, ["`self_attn.dropout` with p=0.1", "not passed on"],
-        f"{ANNOTATED}, make_model: attn = MultiHeadedAttention(h, d_model), its dropout left at the default 0.1"),
+        "encoder_layer",
+        EncoderLayerAttentionDropoutDefault,
+        ["`self_attn.dropout` with p=0.1", "not passed on"],
+        f"{ANNOTATED}, make_model: attn = MultiHeadedAttention(h, d_model), its dropout left at the default 0.1",
+    ),
     "dec-annotated-pre-norm": (
-        "decoder_layer", AnnotatedDecoderLayer, ["two things differ", "that is pre-norm",
-                                                 "is not nn.LayerNorm's function"],
-        f"{ANNOTATED}, DecoderLayer with SublayerConnection (pre-norm) and its LayerNorm"),
+        "decoder_layer",
+        AnnotatedDecoderLayer,
+        ["two things differ", "that is pre-norm", "is not nn.LayerNorm's function"],
+        f"{ANNOTATED}, DecoderLayer with SublayerConnection (pre-norm) and its LayerNorm",
+    ),
     "forward-annotated-log-softmax": (
-        "transformer_forward", forward_log_softmax, ["return the logits"],
-        f"{ANNOTATED}, class Generator: return log_softmax(self.proj(x), dim=-1)"),
+        "transformer_forward",
+        forward_log_softmax,
+        ["return the logits"],
+        f"{ANNOTATED}, class Generator: return log_softmax(self.proj(x), dim=-1)",
+    ),
     "batch-torchtext-empty-batch": (
-        "batch_by_tokens", batch_torchtext_style, ["empty batch"],
+        "batch_by_tokens",
+        batch_torchtext_style,
+        ["empty batch"],
         "pytorch/text (torchtext <= 0.8, legacy), torchtext/data/iterator.py, batch(): yields minibatch[:-1] when the "
         "budget is exceeded, an empty list when one example alone exceeds it; the Annotated Transformer (2018) "
-        "batches through it with its batch_size_fn"),
+        "batches through it with its batch_size_fn",
+    ),
     "noam-jadore-step-plus-one": (
-        "noam_rate", noam_step_plus_one, ["off by one", "NEXT step"],
-        f"{JADORE}, train.py (early version, commit 01371c44), update_learning_rate: n_steps += 1 before the rate"),
+        "noam_rate",
+        noam_step_plus_one,
+        ["off by one", "NEXT step"],
+        f"{JADORE}, train.py (early version, commit 01371c44), update_learning_rate: n_steps += 1 before the rate",
+    ),
     "ls-annotated-kl-summed": (
-        "label_smoothing_loss", label_smoothing_kl_summed, ["two things differ", "KL divergence",
-                                                            "sum over positions"],
-        f"{ANNOTATED}, class LabelSmoothing: nn.KLDivLoss(reduction='sum') (section 'Regularization')"),
+        "label_smoothing_loss",
+        label_smoothing_kl_summed,
+        ["two things differ", "KL divergence", "sum over positions"],
+        f"{ANNOTATED}, class LabelSmoothing: nn.KLDivLoss(reduction='sum') (section 'Regularization')",
+    ),
     "ls-jadore-v-minus-1-summed": (
-        "label_smoothing_loss", label_smoothing_v_minus_1_summed, ["two things differ", "ε/(V - 1)",
-                                                                   "sum over positions"],
-        f"{JADORE}, train.py, cal_loss: eps / (n_class - 1), loss.masked_select(non_pad_mask).sum()"),
+        "label_smoothing_loss",
+        label_smoothing_v_minus_1_summed,
+        ["two things differ", "ε/(V - 1)", "sum over positions"],
+        f"{JADORE}, train.py, cal_loss: eps / (n_class - 1), loss.masked_select(non_pad_mask).sum()",
+    ),
     "train-step-pre-1-1-scheduler-order": (
-        "train_step", train_step_scheduler_first, ["scheduler.step() ran before optimizer.step()"],
+        "train_step",
+        train_step_scheduler_first,
+        ["scheduler.step() ran before optimizer.step()"],
         "PyTorch documentation, torch.optim, 'How to adjust learning rate': before PyTorch 1.1.0 the scheduler was "
-        "expected to be called before the optimizer's update, as tutorials of that time do"),
+        "expected to be called before the optimizer's update, as tutorials of that time do",
+    ),
     "greedy-annotated-no-eos": (
-        "greedy_decode", greedy_annotated_style, ["two things differ", "goes on after its <eos>", "off by one"],
-        f"{ANNOTATED}, greedy_decode (section 'Greedy Decoding'): for i in range(max_len - 1), no stop at </s>"),
+        "greedy_decode",
+        greedy_annotated_style,
+        ["two things differ", "goes on after its <eos>", "off by one"],
+        f"{ANNOTATED}, greedy_decode (section 'Greedy Decoding'): for i in range(max_len - 1), no stop at </s>",
+    ),
     "beam-brownlee-multiplied": (
-        "beam_step", beam_step_multiplied, ["log-probabilities add"],
+        "beam_step",
+        beam_step_multiplied,
+        ["log-probabilities add"],
         "Jason Brownlee, 'How to Implement a Beam Search Decoder for Natural Language Processing' "
-        "(machinelearningmastery.com), first version: candidate = [seq + [j], score * -log(row[j])]"),
+        "(machinelearningmastery.com), first version: candidate = [seq + [j], score * -log(row[j])]",
+    ),
     "precision-d2l-negative-total": (
-        "modified_precision", precision_unclamped_total, ["never negative"],
-        f"{D2L}: total len_pred - n + 1, safe there only because its loop stops at n = min(k, len_pred)"),
+        "modified_precision",
+        precision_unclamped_total,
+        ["never negative"],
+        f"{D2L}: total len_pred - n + 1, safe there only because its loop stops at n = min(k, len_pred)",
+    ),
     "bp-d2l-empty-hypothesis": (
-        "brevity_penalty", brevity_penalty_d2l, ["ZeroDivisionError", "hyp_len = 0"],
-        f"{D2L}: score = math.exp(min(0, 1 - len_label / len_pred))"),
+        "brevity_penalty",
+        brevity_penalty_d2l,
+        ["ZeroDivisionError", "hyp_len = 0"],
+        f"{D2L}: score = math.exp(min(0, 1 - len_label / len_pred))",
+    ),
     "vocab-bentrevett-lowercased": (
-        "build_vocab", vocab_lowercased, ["lowercased"],
-        f"{BENTREVETT}: Field(tokenize = ..., lower = True, ...) for both languages"),
+        "build_vocab",
+        vocab_lowercased,
+        ["lowercased"],
+        f"{BENTREVETT}: Field(tokenize = ..., lower = True, ...) for both languages",
+    ),
     "append-kv-hf-gpt2-last-axis": (
-        "append_kv", append_kv_on_last_axis, ["joined along dim 3"],
+        "append_kv",
+        append_kv_on_last_axis,
+        ["joined along dim 3"],
         "huggingface/transformers, modeling_gpt2.py (v2 to v4), Attention.forward: key = torch.cat((past_key, key), "
-        "dim=-1) on keys split transposed, split_heads(key, k=True)"),
+        "dim=-1) on keys split transposed, split_heads(key, k=True)",
+    ),
     "reorder-kv-hf-not-reordered": (
-        "reorder_kv", reorder_kv_skipped, ["not reordered"],
+        "reorder_kv",
+        reorder_kv_skipped,
+        ["not reordered"],
         "huggingface/transformers issue #46612, 'Beam search cache reorder silently skipped for Mamba, XLNet, RWKV, "
-        "and Reformer models (wrong generation output)'"),
+        "and Reformer models (wrong generation output)'",
+    ),
     "rank-loss-torchtitan-local-mean": (
-        "rank_loss", rank_loss_local_mean, ["averages over its own tokens"],
+        "rank_loss",
+        rank_loss_local_mean,
+        ["averages over its own tokens"],
         "pytorch/torchtitan issue #1842, 'More robust distributed loss': the loss computed per rank, then gradients "
         "averaged, is wrong when ranks hold different numbers of valid tokens (Hugging Face's Trainer added "
-        "average_tokens_across_devices for the same bug)"),
+        "average_tokens_across_devices for the same bug)",
+    ),
 }
 
 

@@ -86,7 +86,9 @@ def most_common_ties(token_lists, min_freq):
 
 def reverse_sorted(token_lists, min_freq):
     counts = _counts(token_lists)
-    return list(SPECIALS) + sorted((t for t in counts if counts[t] >= min_freq), key=lambda t: (counts[t], t), reverse=True)
+    return list(SPECIALS) + sorted(
+        (t for t in counts if counts[t] >= min_freq), key=lambda t: (counts[t], t), reverse=True
+    )
 
 
 def least_frequent_first(token_lists, min_freq):

@@ -96,7 +96,9 @@ def test_prepared_from_a_folder_every_notebook_path_works_offline(course, no_net
     monkeypatch.setattr(data.Tokenizer, "tokenize_batch", no_tokenizing)
     assert data.fetch("train", "de") == cache / "train.de.gz"  # notebook 08
     assert len(data.load_split("test_2016_flickr", progress=False)) == 1000  # notebook 12
-    corpus = corpus_module.prepare_corpus(min_freq=2, progress=False)  # notebook 08; 09, 10 and 13 through prepare_corpus_for
+    corpus = corpus_module.prepare_corpus(
+        min_freq=2, progress=False
+    )  # notebook 08; 09, 10 and 13 through prepare_corpus_for
     assert len(corpus.pairs["train"]) == 29000
     course_model = load_course_model(device="cpu", progress=False)  # notebooks 11 and 12: the repository's copy
     assert course_model.metrics is not None
@@ -128,7 +130,11 @@ def test_prepare_trains_the_quick_run_the_notebooks_resume(course, monkeypatch):
     classroom.train_quick_model(progress=False, say=said.append)
     ((config, kwargs),) = calls
     # Notebook 10: train(get_train_config("quick"), out_dir=default_out_dir("quick"), resume=True); notebook 11 the same.
-    assert config == "quick" and kwargs["resume"] is True and Path(kwargs["out_dir"]).resolve() == course / "runs" / "quick"
+    assert (
+        config == "quick"
+        and kwargs["resume"] is True
+        and Path(kwargs["out_dir"]).resolve() == course / "runs" / "quick"
+    )
     assert said == ["the quick model: runs/quick, 7 updates, test BLEU 12.50"]
 
 
@@ -154,7 +160,11 @@ def test_check_on_an_unprepared_machine_lists_what_is_missing(course, capsys):
     out = capsys.readouterr().out
     assert "✘ Multi30k: 12 of 12 files missing or corrupt" in out
     assert re.search(r"✔ the course's model: \S*results/cpu/model_fp16.pt, checksum verified", out), out
-    assert out.rstrip().splitlines()[-1].startswith("not ready: Multi30k; run python -m transformer_lessons classroom here")
+    assert (
+        out.rstrip()
+        .splitlines()[-1]
+        .startswith("not ready: Multi30k; run python -m transformer_lessons classroom here")
+    )
 
 
 # ----------------------------------------------------------------------------- the wheels
@@ -176,7 +186,9 @@ def test_wheels_are_this_environments_packages_with_pytorchs_own_index(course, m
     classroom.download_wheels()
     (freeze, _), (download, kwargs) = runs
     assert freeze[1:] == ["-m", "pip", "freeze", "--exclude-editable"]
-    assert download[1:6] == ["-m", "pip", "download", "--quiet", "--dest"] and download[6] == str(course / "classroom" / "wheels")
+    assert download[1:6] == ["-m", "pip", "download", "--quiet", "--dest"] and download[6] == str(
+        course / "classroom" / "wheels"
+    )
     assert {"pip", "setuptools>=77", "torch==2.13.0+cpu", "sacrebleu==2.6.0"} <= set(download)
     assert download[-2:] == ["--extra-index-url", "https://download.pytorch.org/whl/cpu"]  # PyPI has no +cpu build
     assert "PIP_NO_INDEX" not in kwargs["env"]  # downloading needs the index
@@ -188,11 +200,16 @@ def test_a_failed_download_of_the_wheels_ends_with_pips_reason(course, monkeypat
         if command[3] == "freeze":
             return subprocess.CompletedProcess(command, 0, stdout="torch==2.13.0\n", stderr="")
         return subprocess.CompletedProcess(
-            command, 1, stdout=None, stderr="Looking in indexes\nERROR: No matching distribution found for torch==2.13.0\n"
+            command,
+            1,
+            stdout=None,
+            stderr="Looking in indexes\nERROR: No matching distribution found for torch==2.13.0\n",
         )
 
     monkeypatch.setattr(classroom.subprocess, "run", fake_run)
-    with pytest.raises(classroom.ClassroomError, match=r"\(exit status 1\): ERROR: No matching distribution found for torch==2.13.0$"):
+    with pytest.raises(
+        classroom.ClassroomError, match=r"\(exit status 1\): ERROR: No matching distribution found for torch==2.13.0$"
+    ):
         classroom.download_wheels()
 
 
@@ -203,7 +220,9 @@ def _make(*args: str, env: dict | None = None, cwd: Path = REPO) -> str:
     if shutil.which("make") is None:
         pytest.skip("no make on this machine")
     env = {**os.environ, **(env or {})}
-    done = subprocess.run(["make", "--no-print-directory", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        ["make", "--no-print-directory", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -216,7 +235,9 @@ def test_make_learn_passes_the_data_folder_but_an_empty_one_leaves_the_shells():
 
     for target in ("learn", "lab"):
         assert 'TRANSFORMER_LESSONS_DATA="/media/usb/multi30k"' in lab_line(target, "DATA=/media/usb/multi30k")
-        assert "TRANSFORMER_LESSONS_DATA" not in lab_line(target, "DATA=", env={data.DATA_ENV: "/mine"})  # inherited as it is
+        assert "TRANSFORMER_LESSONS_DATA" not in lab_line(
+            target, "DATA=", env={data.DATA_ENV: "/mine"}
+        )  # inherited as it is
         assert 'TRANSFORMER_LESSONS_DATA="/mine"' in lab_line(target, env={data.DATA_ENV: "/mine"})
 
 
@@ -227,7 +248,9 @@ def test_a_folder_with_wheels_makes_pip_install_from_them_alone(tmp_path):
     assert _make("--eval", probe, "probe", cwd=tmp_path, env=env).strip() == "[] []"
     (tmp_path / "classroom" / "wheels").mkdir(parents=True)
     (tmp_path / "classroom" / "wheels" / "torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"")
-    assert _make("--eval", probe, "probe", cwd=tmp_path, env=env).strip() == f"[1] [{tmp_path / 'classroom' / 'wheels'}]"
+    assert (
+        _make("--eval", probe, "probe", cwd=tmp_path, env=env).strip() == f"[1] [{tmp_path / 'classroom' / 'wheels'}]"
+    )
 
 
 def test_ci_runs_the_notebooks_offline():
@@ -248,9 +271,15 @@ def test_offline_script_leaves_only_the_loopback():
         """
     )
     done = subprocess.run(
-        ["bash", str(REPO / "scripts" / "offline.sh"), sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+        ["bash", str(REPO / "scripts" / "offline.sh"), sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     if done.returncode != 0 and "unshare" in done.stderr:
         pytest.skip(f"this kernel allows no network namespace here: {done.stderr.strip()[-200:]}")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["offline.sh: the network is off (loopback only)", f"outside: {errno.ENETUNREACH}"]
+    assert done.stdout.splitlines() == [
+        "offline.sh: the network is off (loopback only)",
+        f"outside: {errno.ENETUNREACH}",
+    ]

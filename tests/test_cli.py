@@ -17,7 +17,9 @@ from test_train import toy_corpus
 from transformer_lessons import __main__ as cli
 from transformer_lessons.__main__ import main
 
-DATA_DIR = Path(os.environ.get("TRANSFORMER_LESSONS_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k")
+DATA_DIR = Path(
+    os.environ.get("TRANSFORMER_LESSONS_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
+)
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +30,9 @@ def toy_corpus_file(tmp_path_factory) -> Path:
 
 
 def test_help_works(capsys):
-    result = subprocess.run([sys.executable, "-m", "transformer_lessons", "--help"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "transformer_lessons", "--help"], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0 and "train" in result.stdout and "translate" in result.stdout
     for command in ("train", "translate", "evaluate", "prepare"):
         with pytest.raises(SystemExit) as exit_info:
@@ -39,7 +43,20 @@ def test_help_works(capsys):
 
 def test_train_translate_evaluate_on_a_saved_corpus(tmp_path, toy_corpus_file, capsys):
     out = tmp_path / "run"
-    args = ["train", "--preset", "quick", "--corpus", str(toy_corpus_file), "--epochs", "2", "--out", str(out), "--quiet", "--beam", "2"]
+    args = [
+        "train",
+        "--preset",
+        "quick",
+        "--corpus",
+        str(toy_corpus_file),
+        "--epochs",
+        "2",
+        "--out",
+        str(out),
+        "--quiet",
+        "--beam",
+        "2",
+    ]
     assert main(args) == 0
     printed = capsys.readouterr().out
     assert "test_2016_flickr (beam 2): BLEU" in printed and "case:mixed" in printed
@@ -47,13 +64,38 @@ def test_train_translate_evaluate_on_a_saved_corpus(tmp_path, toy_corpus_file, c
     epoch_lines = [line for line in printed.splitlines() if line.startswith("epoch ")]
     assert [line.split()[1] for line in epoch_lines] == ["1", "2"], "--quiet drops the bars, never the per-epoch log"
 
-    assert main(["translate", "ein hund läuft .", "eine frau .", "--checkpoint", str(out / "best.pt"), "--beam", "1", "--device", "cpu"]) == 0
+    assert (
+        main(
+            [
+                "translate",
+                "ein hund läuft .",
+                "eine frau .",
+                "--checkpoint",
+                str(out / "best.pt"),
+                "--beam",
+                "1",
+                "--device",
+                "cpu",
+            ]
+        )
+        == 0
+    )
     lines = capsys.readouterr().out.split("\n")[:-1]
     assert len(lines) == 2, "one line per sentence (an empty translation is an empty line)"
 
     scores = tmp_path / "scores.json"
     hyps = tmp_path / "hyps.txt"
-    cmd = ["evaluate", "--checkpoint", str(out / "best.pt"), "--corpus", str(toy_corpus_file), "--beam", "2", "--device", "cpu"]
+    cmd = [
+        "evaluate",
+        "--checkpoint",
+        str(out / "best.pt"),
+        "--corpus",
+        str(toy_corpus_file),
+        "--beam",
+        "2",
+        "--device",
+        "cpu",
+    ]
     assert main(cmd + ["--json", str(scores), "--output", str(hyps)]) == 0
     printed = capsys.readouterr().out
     assert "signature: nrefs:1|case:mixed" in printed and "tok:13a" in printed
@@ -67,7 +109,22 @@ def test_train_translate_evaluate_on_a_saved_corpus(tmp_path, toy_corpus_file, c
     sentences = ["ein hund läuft .", "eine frau spielt gitarre ."]
     outputs = []
     for extra in ([], ["--no-cache"]):
-        assert main(["translate", *sentences, "--checkpoint", str(out / "best.pt"), "--beam", "3", "--device", "cpu", *extra]) == 0
+        assert (
+            main(
+                [
+                    "translate",
+                    *sentences,
+                    "--checkpoint",
+                    str(out / "best.pt"),
+                    "--beam",
+                    "3",
+                    "--device",
+                    "cpu",
+                    *extra,
+                ]
+            )
+            == 0
+        )
         outputs.append(capsys.readouterr().out)
     assert outputs[0] == outputs[1]
 
@@ -105,7 +162,10 @@ def test_without_a_checkpoint_translate_uses_a_run_else_the_course_model(tmp_pat
     assert main(["translate", "ein hund .", "eine frau .", "--beam", "1", "--device", "cpu"]) == 0
     out, err = capsys.readouterr()
     assert len(out.split("\n")[:-1]) == 2, "stdout holds the translations only"
-    assert err == f"using the course's model {Path('clone') / pretrained.COURSE_MODEL_PATH} (sha256 {hashlib.sha256(fake).hexdigest()[:8]}…)\n"
+    assert (
+        err
+        == f"using the course's model {Path('clone') / pretrained.COURSE_MODEL_PATH} (sha256 {hashlib.sha256(fake).hexdigest()[:8]}…)\n"
+    )
     assert internet.calls == []
 
     (tmp_path / "runs" / "cpu").mkdir(parents=True)  # a run of your own comes first
@@ -117,7 +177,9 @@ def test_without_a_checkpoint_translate_uses_a_run_else_the_course_model(tmp_pat
 
 def test_an_unreadable_last_checkpoint_is_a_user_error(tmp_path, toy_corpus_file, capsys):
     (tmp_path / "last.pt").write_bytes(b"truncated")
-    assert main(["train", "--preset", "quick", "--corpus", str(toy_corpus_file), "--out", str(tmp_path), "--quiet"]) == 2
+    assert (
+        main(["train", "--preset", "quick", "--corpus", str(toy_corpus_file), "--out", str(tmp_path), "--quiet"]) == 2
+    )
     err = capsys.readouterr().err
     assert err.startswith("error: cannot resume") and "--no-resume" in err and f"delete {tmp_path / 'last.pt'}" in err
 
@@ -128,7 +190,21 @@ def test_a_saved_corpus_without_a_split_is_one_line(tmp_path, capsys, missing):
     for table in (corpus.pairs, corpus.text, corpus.tokens):
         del table[missing]
     corpus.save(tmp_path / "partial.json.gz")
-    assert main(["train", "--preset", "quick", "--corpus", str(tmp_path / "partial.json.gz"), "--out", str(tmp_path / "run"), "--quiet"]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "--preset",
+                "quick",
+                "--corpus",
+                str(tmp_path / "partial.json.gz"),
+                "--out",
+                str(tmp_path / "run"),
+                "--quiet",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     others = ", ".join(repr(s) for s in ("train", "val", "test_2016_flickr") if s != missing)
     assert err == (
@@ -142,9 +218,14 @@ def test_a_saved_corpus_without_a_split_is_one_line(tmp_path, capsys, missing):
 def test_a_run_folder_without_last_pt_is_one_line(tmp_path, toy_corpus_file, capsys):
     (tmp_path / "best.pt").write_bytes(b"an earlier run's model")
     (tmp_path / "history.json").write_text("[]")
-    assert main(["train", "--preset", "quick", "--corpus", str(toy_corpus_file), "--out", str(tmp_path), "--quiet"]) == 2
+    assert (
+        main(["train", "--preset", "quick", "--corpus", str(toy_corpus_file), "--out", str(tmp_path), "--quiet"]) == 2
+    )
     err = capsys.readouterr().err
-    assert err.startswith(f"error: {tmp_path} holds best.pt and history.json of an earlier run but no last.pt") and err.count("\n") == 1
+    assert (
+        err.startswith(f"error: {tmp_path} holds best.pt and history.json of an earlier run but no last.pt")
+        and err.count("\n") == 1
+    )
     assert "--out" in err and "--no-resume" in err and (tmp_path / "best.pt").read_bytes() == b"an earlier run's model"
 
 
@@ -161,7 +242,14 @@ def no_work(monkeypatch):
     def must_not_run(*args, **kwargs):
         raise AssertionError("an expensive step ran although an option was bad")
 
-    for owner, name in [(training_run, "train"), (training_run, "prepare_corpus_for"), (translation, "translate"), (translation, "evaluate"), (Corpus, "load"), (pretrained, "course_model_file")]:
+    for owner, name in [
+        (training_run, "train"),
+        (training_run, "prepare_corpus_for"),
+        (translation, "translate"),
+        (translation, "evaluate"),
+        (Corpus, "load"),
+        (pretrained, "course_model_file"),
+    ]:
         monkeypatch.setattr(owner, name, must_not_run)
 
 
@@ -200,10 +288,16 @@ BAD_OPTIONS = [
     ("evaluate --length-penalty nan", "--length-penalty must be a finite number >= 0, got nan"),
     ("evaluate --length-penalty -0.5", "--length-penalty must be a finite number >= 0, got -0.5"),
     ("translate Hallo --beam 0", "--beam must be a whole number from 1 (greedy) to 64"),
-    ("translate Hallo --beam 10000", "--beam must be a whole number from 1 (greedy) to 64 (the paper uses 4), got 10000"),
+    (
+        "translate Hallo --beam 10000",
+        "--beam must be a whole number from 1 (greedy) to 64 (the paper uses 4), got 10000",
+    ),
     ("train --beam 0", "--beam must be a whole number from 1 (greedy) to 64"),
     ("evaluate --beam 65", "got 65"),
-    ("evaluate --split test2016", "--split 'test2016' is not a Multi30k split; choose one of train, val, test_2016_flickr,"),
+    (
+        "evaluate --split test2016",
+        "--split 'test2016' is not a Multi30k split; choose one of train, val, test_2016_flickr,",
+    ),
     ("train --out {file}", "--out {file} is a file, not a folder"),
     ("prepare --out {dir}", "--out {dir} is a folder; give the name of a file to write"),
     ("evaluate --output {dir}", "--output {dir} is a folder"),
@@ -211,7 +305,10 @@ BAD_OPTIONS = [
     ("train --out {file}/run", "--out {file}/run cannot be created: {file} is a file"),
     ("train --tensorboard {file}", "--tensorboard {file} is a file, not a folder"),
     ("train --data-dir {dir}/nowhere", "--data-dir {dir}/nowhere does not exist"),
-    ("train --corpus {dir}/none.json.gz", "--corpus finds no corpus file at {dir}/none.json.gz; make one with: python -m transformer_lessons prepare"),
+    (
+        "train --corpus {dir}/none.json.gz",
+        "--corpus finds no corpus file at {dir}/none.json.gz; make one with: python -m transformer_lessons prepare",
+    ),
     ("translate Hallo --checkpoint {dir}/none.pt", "--checkpoint finds no checkpoint at {dir}/none.pt; train one with"),
     ("train --preset huge", "--preset invalid choice: 'huge'"),
     ("train --colour", "unrecognized arguments: --colour"),
@@ -232,7 +329,9 @@ def test_a_bad_option_is_one_line_before_any_work(args, expected, tmp_path, no_w
 
 def test_an_unknown_command_is_one_line(no_work, capsys):
     assert main(["fly"]) == 2
-    assert_one_usage_line(capsys.readouterr().err, "", "invalid choice: 'fly'", "'prepare', 'train', 'translate', 'evaluate'")
+    assert_one_usage_line(
+        capsys.readouterr().err, "", "invalid choice: 'fly'", "'prepare', 'train', 'translate', 'evaluate'"
+    )
 
 
 def test_a_device_this_machine_lacks_is_refused(monkeypatch, no_work, capsys):
@@ -241,11 +340,17 @@ def test_a_device_this_machine_lacks_is_refused(monkeypatch, no_work, capsys):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     for command in (["train"], ["translate", "Hallo"], ["evaluate"]):
         assert main([*command, "--device", "cuda"]) == 2
-        assert_one_usage_line(capsys.readouterr().err, command[0], "--device 'cuda' needs a CUDA GPU and torch finds none on this machine; use cpu")
+        assert_one_usage_line(
+            capsys.readouterr().err,
+            command[0],
+            "--device 'cuda' needs a CUDA GPU and torch finds none on this machine; use cpu",
+        )
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     assert main(["train", "--device", "cuda:2"]) == 2
-    assert_one_usage_line(capsys.readouterr().err, "train", "--device 'cuda:2' names GPU 2, but this machine has 2 (cuda:0 to cuda:1)")
+    assert_one_usage_line(
+        capsys.readouterr().err, "train", "--device 'cuda:2' names GPU 2, but this machine has 2 (cuda:0 to cuda:1)"
+    )
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
     assert main(["train", "--device", "mps"]) == 2
     assert_one_usage_line(capsys.readouterr().err, "train", "'mps' (an Apple GPU) is not available on this machine")
@@ -257,20 +362,44 @@ def test_good_values_parse_to_what_the_commands_use(tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     args = cli.build_parser().parse_args(
-        ["train", "--bpe-merges", "0", "--seed", "0", "--max-minutes", "0.5", "--beam", "64", "--device", "cuda:1", "--out", str(tmp_path / "new" / "run")]
+        [
+            "train",
+            "--bpe-merges",
+            "0",
+            "--seed",
+            "0",
+            "--max-minutes",
+            "0.5",
+            "--beam",
+            "64",
+            "--device",
+            "cuda:1",
+            "--out",
+            str(tmp_path / "new" / "run"),
+        ]
     )
-    assert (args.bpe_merges, args.seed, args.max_minutes, args.beam, args.device) == (0, 0, 0.5, 64, "cuda:1"), "0 merges = whole words, still valid"
-    args = cli.build_parser().parse_args(["evaluate", "--length-penalty", "0", "--split", "val", "--device", "cpu", "--limit", "1"])
+    assert (args.bpe_merges, args.seed, args.max_minutes, args.beam, args.device) == (0, 0, 0.5, 64, "cuda:1"), (
+        "0 merges = whole words, still valid"
+    )
+    args = cli.build_parser().parse_args(
+        ["evaluate", "--length-penalty", "0", "--split", "val", "--device", "cpu", "--limit", "1"]
+    )
     assert (args.length_penalty, args.split, args.device, args.limit, args.beam) == (0.0, "val", "cpu", 1, 4)
-    assert cli.build_parser().parse_args(["train", "--out", str(tmp_path)]).out == str(tmp_path), "an existing folder is a run folder"
+    assert cli.build_parser().parse_args(["train", "--out", str(tmp_path)]).out == str(tmp_path), (
+        "an existing folder is a run folder"
+    )
 
 
 def test_tensorboard_without_the_extra_is_one_line_before_any_work(tmp_path, monkeypatch, no_work, capsys):
     monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # as if tensorboard were not installed
     for args in (["train", "--tensorboard"], ["train", "--tensorboard", str(tmp_path / "tb"), "--quiet"]):
         assert main(args) == 2
-        assert_one_usage_line(capsys.readouterr().err, "train", '--tensorboard needs the tensorboard package, which is not installed: '
-                              'pip install "transformer-lessons[tensorboard]"')  # fmt: skip
+        assert_one_usage_line(
+            capsys.readouterr().err,
+            "train",
+            "--tensorboard needs the tensorboard package, which is not installed: "
+            'pip install "transformer-lessons[tensorboard]"',
+        )
     assert not (tmp_path / "tb").exists()
 
 
@@ -285,7 +414,11 @@ def test_tensorboard_option_reaches_train(tmp_path, monkeypatch):
     assert parse(["train", "--tensorboard", "--quiet"]).tensorboard is True, "alone: <out>/tensorboard"
     assert parse(["train", "--tensorboard", str(tmp_path / "tb")]).tensorboard == str(tmp_path / "tb")
     seen = {}
-    monkeypatch.setattr(training_run, "train", lambda *a, **k: seen.update(k) or {"history": [], "step": 0, "stopped": "max_steps", "test": None})
+    monkeypatch.setattr(
+        training_run,
+        "train",
+        lambda *a, **k: seen.update(k) or {"history": [], "step": 0, "stopped": "max_steps", "test": None},
+    )
     monkeypatch.setattr(cli, "_print_train_result", lambda result: None)
     assert main(["train", "--preset", "quick", "--out", str(tmp_path / "run"), "--tensorboard"]) == 0
     assert seen["tensorboard"] is True
@@ -295,9 +428,18 @@ def test_precision_and_averaging_options_reach_the_run(tmp_path, monkeypatch, ca
     import transformer_lessons.run as training_run
 
     seen = []
-    monkeypatch.setattr(training_run, "train", lambda config, *a, **k: seen.append(config) or {"history": [], "step": 0, "stopped": "max_steps", "test": None})
+    monkeypatch.setattr(
+        training_run,
+        "train",
+        lambda config, *a, **k: seen.append(config) or {"history": [], "step": 0, "stopped": "max_steps", "test": None},
+    )
     monkeypatch.setattr(cli, "_print_train_result", lambda result: None)
-    assert main(["train", "--preset", "cpu", "--out", str(tmp_path / "a"), "--precision", "bfloat16", "--average-last", "5"]) == 0
+    assert (
+        main(
+            ["train", "--preset", "cpu", "--out", str(tmp_path / "a"), "--precision", "bfloat16", "--average-last", "5"]
+        )
+        == 0
+    )
     assert main(["train", "--preset", "cpu", "--out", str(tmp_path / "b")]) == 0
     assert [(c.precision, c.average_last) for c in seen] == [("bfloat16", 5), ("auto", 1)]
     assert main(["train", "--precision", "half"]) == 2
@@ -308,27 +450,42 @@ def test_a_read_only_folder_is_refused_before_any_work(tmp_path, monkeypatch, no
     # The check asks os.access, so that it also holds where the tests run as root (who may write anywhere).
     monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != tmp_path)
     assert main(["evaluate", "--output", str(tmp_path / "sub" / "hyps.txt")]) == 2
-    assert_one_usage_line(capsys.readouterr().err, "evaluate", f"--output {tmp_path / 'sub' / 'hyps.txt'} cannot be written: the folder {tmp_path} is read-only")
+    assert_one_usage_line(
+        capsys.readouterr().err,
+        "evaluate",
+        f"--output {tmp_path / 'sub' / 'hyps.txt'} cannot be written: the folder {tmp_path} is read-only",
+    )
 
 
 def test_a_path_that_cannot_be_looked_at_is_one_line(tmp_path, monkeypatch, no_work, capsys):
     locked = tmp_path / "locked"
 
-    class LockedPath(type(tmp_path)):  # stat() under a folder without x permission fails with EACCES (root never sees it)
+    class LockedPath(
+        type(tmp_path)
+    ):  # stat() under a folder without x permission fails with EACCES (root never sees it)
         def is_dir(self):
             if self == locked or locked in self.parents:
                 raise PermissionError(errno.EACCES, "Permission denied", str(self))
             return super().is_dir()
 
     monkeypatch.setattr(cli, "Path", LockedPath)
-    for args in (["train", "--out", str(locked / "run")], ["prepare", "--out", str(locked)], ["evaluate", "--data-dir", str(locked)]):
+    for args in (
+        ["train", "--out", str(locked / "run")],
+        ["prepare", "--out", str(locked)],
+        ["evaluate", "--data-dir", str(locked)],
+    ):
         assert main(args) == 2
         assert_one_usage_line(capsys.readouterr().err, args[0], f"{args[-1]} cannot be used: Permission denied")
 
 
 def test_an_argument_that_is_not_utf8_is_one_line(no_work, capsys):
     # On Linux, bytes that are not UTF-8 reach sys.argv as surrogate escapes: b"\xff" becomes "\udcff".
-    result = subprocess.run([sys.executable, "-m", "transformer_lessons", "translate", b"\xff\xfe"], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "transformer_lessons", "translate", b"\xff\xfe"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2 and result.stdout == ""
     assert_one_usage_line(result.stderr, "translate", r"argument 2 is not valid UTF-8: b'\xff\xfe'")
     assert main(["train", "--out", "run\udcff"]) == 2
@@ -361,7 +518,14 @@ def test_a_failed_save_is_one_line_naming_the_file(tmp_path, monkeypatch, capsys
     assert main(["train", "--preset", "quick", "--out", str(tmp_path / "run")]) == 1
     assert capsys.readouterr().err == f"error: {tmp_path / 'run' / 'last.pt'}: {full}"
 
-    scores = {"n": 2, "bleu_text": "BLEU = 1.0", "signature": "nrefs:1", "tutorial_bleu": 1.0, "hypotheses": ["a", "b"], "references": ["a", "b"]}
+    scores = {
+        "n": 2,
+        "bleu_text": "BLEU = 1.0",
+        "signature": "nrefs:1",
+        "tutorial_bleu": 1.0,
+        "hypotheses": ["a", "b"],
+        "references": ["a", "b"],
+    }
     monkeypatch.setattr(translation, "evaluate", lambda *args, **kwargs: scores)
     (tmp_path / "model.pt").write_bytes(b"")
 
@@ -372,16 +536,31 @@ def test_a_failed_save_is_one_line_naming_the_file(tmp_path, monkeypatch, capsys
     for option in ("--output", "--json"):
         assert main(["evaluate", "--checkpoint", str(tmp_path / "model.pt"), option, str(tmp_path / "out.txt")]) == 1
         out, err = capsys.readouterr()
-        assert "signature: nrefs:1" in out and err == f"error: {tmp_path / 'out.txt'}: {full}", "the file asked for, not its temporary name"
+        assert "signature: nrefs:1" in out and err == f"error: {tmp_path / 'out.txt'}: {full}", (
+            "the file asked for, not its temporary name"
+        )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.pt"], "no temporary file is left"
 
 
 @pytest.mark.parametrize("failure", ["torch", "oserror"])
-def test_a_full_disk_while_train_saves_is_one_line_and_keeps_last_pt(tmp_path, toy_corpus_file, monkeypatch, capsys, failure):
+def test_a_full_disk_while_train_saves_is_one_line_and_keeps_last_pt(
+    tmp_path, toy_corpus_file, monkeypatch, capsys, failure
+):
     import torch
 
     out = tmp_path / "run"
-    args = ["train", "--preset", "quick", "--corpus", str(toy_corpus_file), "--out", str(out), "--quiet", "--device", "cpu"]
+    args = [
+        "train",
+        "--preset",
+        "quick",
+        "--corpus",
+        str(toy_corpus_file),
+        "--out",
+        str(out),
+        "--quiet",
+        "--device",
+        "cpu",
+    ]
     assert main(args + ["--max-steps", "2"]) == 0
     before = (out / "last.pt").read_bytes()
     capsys.readouterr()
@@ -389,7 +568,9 @@ def test_a_full_disk_while_train_saves_is_one_line_and_keeps_last_pt(tmp_path, t
     def full_disk(obj, f, *rest, **kwargs):
         Path(f).write_bytes(b"PK half a checkpoint")
         if failure == "torch":  # what torch.save raises when a write fails in its zip writer
-            raise RuntimeError("[enforce fail at inline_container.cc:672] . PytorchStreamWriter failed writing file data/0: file write failed")
+            raise RuntimeError(
+                "[enforce fail at inline_container.cc:672] . PytorchStreamWriter failed writing file data/0: file write failed"
+            )
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(torch, "save", full_disk)
@@ -402,7 +583,9 @@ def test_a_full_disk_while_train_saves_is_one_line_and_keeps_last_pt(tmp_path, t
         assert "MB are free there" in err and "the earlier last.pt is intact" in err
     monkeypatch.undo()
     assert (out / "last.pt").read_bytes() == before, "the previous checkpoint is intact"
-    assert sorted(p.name for p in out.iterdir()) == [".run.lock", "history.json", "last.pt"], "no temporary file is left"
+    assert sorted(p.name for p in out.iterdir()) == [".run.lock", "history.json", "last.pt"], (
+        "no temporary file is left"
+    )
 
 
 def test_errors_the_package_raises_are_one_line(tmp_path, monkeypatch, capsys):
@@ -410,14 +593,25 @@ def test_errors_the_package_raises_are_one_line(tmp_path, monkeypatch, capsys):
     from transformer_lessons import errors
     from transformer_lessons.pretrained import PretrainedError
 
-    kinds = [errors.DataError, errors.CheckpointError, errors.TrainingError, errors.DivergedError, errors.RunInUseError, errors.ResumeMismatchError, PretrainedError]
+    kinds = [
+        errors.DataError,
+        errors.CheckpointError,
+        errors.TrainingError,
+        errors.DivergedError,
+        errors.RunInUseError,
+        errors.ResumeMismatchError,
+        PretrainedError,
+    ]
     for kind in kinds:
+
         def fail(*args, **kwargs):
             raise kind("the run in runs/x was trained with other settings:\n  epochs: 1 -> 2\n")
 
         monkeypatch.setattr(training_run, "train", fail)
         assert main(["train", "--preset", "quick", "--out", str(tmp_path / "run")]) == 2, kind
-        assert capsys.readouterr().err == "error: the run in runs/x was trained with other settings: epochs: 1 -> 2\n", kind
+        assert (
+            capsys.readouterr().err == "error: the run in runs/x was trained with other settings: epochs: 1 -> 2\n"
+        ), kind
 
 
 def test_ctrl_c_during_train_exits_130_without_a_traceback(tmp_path, monkeypatch, capsys):
@@ -435,27 +629,54 @@ def test_ctrl_c_during_train_exits_130_without_a_traceback(tmp_path, monkeypatch
 
 # Runs the command line with spaCy unimportable, as on the GPU machine: None in sys.modules makes
 # `import spacy` raise ImportError. Prints each command's exit status.
-NO_SPACY = '''
+NO_SPACY = """
 import sys
 sys.modules["spacy"] = None
 from transformer_lessons.__main__ import main
 for args in sys.argv[1:]:
     print("exit", main(args.split("|")), flush=True)
 assert sys.modules["spacy"] is None
-'''
+"""
 
 
 def test_the_gpu_path_needs_no_spacy(tmp_path, toy_corpus_file):
     out, corpus = tmp_path / "run", str(toy_corpus_file)
     commands = [
-        ["train", "--preset", "quick", "--corpus", corpus, "--out", str(out), "--max-steps", "2", "--quiet", "--device", "cpu"],
-        ["evaluate", "--checkpoint", str(out / "last.pt"), "--corpus", corpus, "--beam", "2", "--limit", "4", "--device", "cpu"],
+        [
+            "train",
+            "--preset",
+            "quick",
+            "--corpus",
+            corpus,
+            "--out",
+            str(out),
+            "--max-steps",
+            "2",
+            "--quiet",
+            "--device",
+            "cpu",
+        ],
+        [
+            "evaluate",
+            "--checkpoint",
+            str(out / "last.pt"),
+            "--corpus",
+            corpus,
+            "--beam",
+            "2",
+            "--limit",
+            "4",
+            "--device",
+            "cpu",
+        ],
         ["translate", "Ein Hund läuft.", "--checkpoint", str(out / "last.pt"), "--device", "cpu"],
     ]
     run = [sys.executable, "-c", NO_SPACY, *("|".join(c) for c in commands)]
     result = subprocess.run(run, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr[-2000:]
-    assert [line for line in result.stdout.splitlines() if line.startswith("exit")] == ["exit 0", "exit 0", "exit 2"], result.stdout
+    assert [line for line in result.stdout.splitlines() if line.startswith("exit")] == ["exit 0", "exit 0", "exit 2"], (
+        result.stdout
+    )
     assert "stopped after 2 steps" in result.stdout and "signature: nrefs:1|case:mixed" in result.stdout
     # Only translate needs spaCy (new sentences must be tokenized); its message says so and names the way around it.
     assert "pip install spacy" in result.stderr and "evaluate --corpus" in result.stderr
@@ -465,12 +686,33 @@ def test_the_gpu_path_needs_no_spacy(tmp_path, toy_corpus_file):
 def test_quick_preset_on_real_data_as_a_subprocess(tmp_path):
     out = tmp_path / "run"
     env = dict(os.environ, TRANSFORMER_LESSONS_DATA=str(DATA_DIR))
-    train = [sys.executable, "-m", "transformer_lessons", "train", "--preset", "quick", "--limit", "200", "--epochs", "1"]
+    train = [
+        sys.executable,
+        "-m",
+        "transformer_lessons",
+        "train",
+        "--preset",
+        "quick",
+        "--limit",
+        "200",
+        "--epochs",
+        "1",
+    ]
     train += ["--out", str(out), "--bleu-val-limit", "16", "--no-test", "--quiet"]
     result = subprocess.run(train, capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "best validation BLEU" in result.stdout and (out / "best.pt").is_file()
-    translate = [sys.executable, "-m", "transformer_lessons", "translate", "Ein Mann fährt Fahrrad.", "--checkpoint", str(out / "best.pt"), "--beam", "2"]
+    translate = [
+        sys.executable,
+        "-m",
+        "transformer_lessons",
+        "translate",
+        "Ein Mann fährt Fahrrad.",
+        "--checkpoint",
+        str(out / "best.pt"),
+        "--beam",
+        "2",
+    ]
     result = subprocess.run(translate, capture_output=True, text=True, env=env, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert len(result.stdout.strip().splitlines()) == 1
@@ -481,7 +723,19 @@ def test_prepare_and_train_with_subwords(tmp_path, capsys):
     from transformer_lessons.data import Corpus
 
     corpus_file = tmp_path / "bpe.json.gz"
-    prepare = ["prepare", "--preset", "quick", "--limit", "300", "--bpe-merges", "200", "--out", str(corpus_file), "--data-dir", str(DATA_DIR)]
+    prepare = [
+        "prepare",
+        "--preset",
+        "quick",
+        "--limit",
+        "300",
+        "--bpe-merges",
+        "200",
+        "--out",
+        str(corpus_file),
+        "--data-dir",
+        str(DATA_DIR),
+    ]
     assert main(prepare) == 0
     corpus = Corpus.load(corpus_file)
     assert corpus.info["bpe_merges"] == 200 and len(corpus.src_vocab.bpe) == 200 and len(corpus.tgt_vocab.bpe) == 200
@@ -489,7 +743,21 @@ def test_prepare_and_train_with_subwords(tmp_path, capsys):
     train = ["train", "--preset", "quick", "--corpus", str(corpus_file), "--bpe-merges", "200", "--epochs", "1"]
     assert main(train + ["--out", str(out), "--bleu-val-limit", "8", "--no-test", "--quiet", "--device", "cpu"]) == 0
     capsys.readouterr()
-    assert main(["translate", "Ein Mann fährt Fahrrad.", "--checkpoint", str(out / "best.pt"), "--beam", "1", "--device", "cpu"]) == 0
+    assert (
+        main(
+            [
+                "translate",
+                "Ein Mann fährt Fahrrad.",
+                "--checkpoint",
+                str(out / "best.pt"),
+                "--beam",
+                "1",
+                "--device",
+                "cpu",
+            ]
+        )
+        == 0
+    )
     assert "@@" not in capsys.readouterr().out, "pieces are joined into words"
     assert main(prepare[:-4] + ["--bpe-merges", "-1", "--out", str(corpus_file)]) == 2
     assert "--bpe-merges must be 0" in capsys.readouterr().err
@@ -498,7 +766,9 @@ def test_prepare_and_train_with_subwords(tmp_path, capsys):
 GPU_RUN = Path(__file__).resolve().parents[1] / "scripts" / "gpu_run.sh"
 
 
-@pytest.mark.skipif(not (shutil.which("bash") and shutil.which("timeout") and shutil.which("tee")), reason="needs bash, timeout and tee")
+@pytest.mark.skipif(
+    not (shutil.which("bash") and shutil.which("timeout") and shutil.which("tee")), reason="needs bash, timeout and tee"
+)
 @pytest.mark.parametrize("budget", ["300", None], ids=["with-budget", "no-budget"])
 def test_gpu_run_script_on_a_cpu(tmp_path, budget):
     # The whole GPU run of results/README.md, shrunk: a toy corpus, one epoch, greedy test, no benchmark.
@@ -512,14 +782,21 @@ def test_gpu_run_script_on_a_cpu(tmp_path, budget):
     (bin_dir / "python3").chmod(0o755)
     out, run = tmp_path / "out", tmp_path / "run"
     env = dict(
-        os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", OUT=str(out), RUN_DIR=str(run),
-        DEVICE="cpu", BENCH_STEPS="0", TRAIN_ARGS="--epochs 1 --beam 1 --bleu-val-limit 4",
-    )  # fmt: skip
+        os.environ,
+        PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        OUT=str(out),
+        RUN_DIR=str(run),
+        DEVICE="cpu",
+        BENCH_STEPS="0",
+        TRAIN_ARGS="--epochs 1 --beam 1 --bleu-val-limit 4",
+    )
     env.pop("BUDGET", None)
     env.pop("COMMIT", None)
     if budget:
         env.update(BUDGET=budget, COMMIT="0123abc")
-    result = subprocess.run(["bash", str(GPU_RUN), "3", str(corpus)], capture_output=True, text=True, env=env, timeout=280)
+    result = subprocess.run(
+        ["bash", str(GPU_RUN), "3", str(corpus)], capture_output=True, text=True, env=env, timeout=280
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     names = sorted(p.name for p in (out / "full").iterdir())
     assert names == ["command.txt", "history.json", "metrics.json", "model_fp16.pt", "test_hypotheses.txt", "train.log"]

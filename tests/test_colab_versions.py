@@ -92,24 +92,33 @@ def test_the_package_admits_colabs_versions():
     for name, spec in _dependencies().items():
         if name in colab:
             assert SpecifierSet(spec).contains(colab[name].split("+")[0], prereleases=True), (
-                f"pyproject.toml asks {name}{spec}, Colab has {colab[name]}")
+                f"pyproject.toml asks {name}{spec}, Colab has {colab[name]}"
+            )
 
 
 def test_the_colab_cell_installs_exactly_what_colab_lacks():
     colab = _colab_versions()
     lacking = {name for name in _dependencies() if name not in colab}
     assert lacking == {_normal(n) for n in MISSING_ON_COLAB}, (
-        f"not on Colab: {sorted(lacking)}; the setup cell installs {MISSING_ON_COLAB} (authoring/colab.py)")
+        f"not on Colab: {sorted(lacking)}; the setup cell installs {MISSING_ON_COLAB} (authoring/colab.py)"
+    )
 
 
 # --- what the Colab test calls a failure in an executed notebook ------------------------------------------
 
 
-PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
-                    "0000000d4944415478da63f8cfc0f01f0005000201a1c6d1c70000000049454e44ae426082")
-WIDGET = {"output_type": "display_data", "metadata": {},
-          "data": {"application/vnd.jupyter.widget-view+json": {"version_major": 2, "version_minor": 0, "model_id": "m"},
-                   "text/plain": "attention explorer"}}
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
+    "0000000d4944415478da63f8cfc0f01f0005000201a1c6d1c70000000049454e44ae426082"
+)
+WIDGET = {
+    "output_type": "display_data",
+    "metadata": {},
+    "data": {
+        "application/vnd.jupyter.widget-view+json": {"version_major": 2, "version_minor": 0, "model_id": "m"},
+        "text/plain": "attention explorer",
+    },
+}
 
 
 def _copy(png: bytes) -> dict:
@@ -124,17 +133,43 @@ def _notebook(source: str, outputs: list[dict]):
     return nb
 
 
-@pytest.mark.parametrize("outputs, problem", [
-    ([WIDGET, _copy(static_copy(PNG))], None),
-    ([WIDGET], "no live widget followed by its static copy"),
-    ([{"output_type": "stream", "name": "stdout", "text": "attention explorer\n"}, _copy(static_copy(PNG))],
-     "no live widget"),  # ipywidgets 7 with a widget that broke: a text dump instead of the widget
-    ([WIDGET, _copy(PNG)], "no live widget followed by its static copy"),  # a picture, but not the marked copy
-    ([{"output_type": "error", "ename": "AttributeError", "evalue": "'super' object has no attribute", "traceback": []},
-      WIDGET, _copy(static_copy(PNG))], "AttributeError"),
-    ([{"output_type": "stream", "name": "stderr", "text": "Traceback (most recent call last):\n  ...\nValueError: x\n"},
-      WIDGET, _copy(static_copy(PNG))], "a traceback printed"),
-])
+@pytest.mark.parametrize(
+    "outputs, problem",
+    [
+        ([WIDGET, _copy(static_copy(PNG))], None),
+        ([WIDGET], "no live widget followed by its static copy"),
+        (
+            [{"output_type": "stream", "name": "stdout", "text": "attention explorer\n"}, _copy(static_copy(PNG))],
+            "no live widget",
+        ),  # ipywidgets 7 with a widget that broke: a text dump instead of the widget
+        ([WIDGET, _copy(PNG)], "no live widget followed by its static copy"),  # a picture, but not the marked copy
+        (
+            [
+                {
+                    "output_type": "error",
+                    "ename": "AttributeError",
+                    "evalue": "'super' object has no attribute",
+                    "traceback": [],
+                },
+                WIDGET,
+                _copy(static_copy(PNG)),
+            ],
+            "AttributeError",
+        ),
+        (
+            [
+                {
+                    "output_type": "stream",
+                    "name": "stderr",
+                    "text": "Traceback (most recent call last):\n  ...\nValueError: x\n",
+                },
+                WIDGET,
+                _copy(static_copy(PNG)),
+            ],
+            "a traceback printed",
+        ),
+    ],
+)
 def test_the_colab_test_fails_an_explorer_without_its_widget_and_picture(outputs, problem):
     found = _script("colab_test").problems(_notebook("viz.attention_explorer(attention, tokens)", outputs))
     if problem is None:
@@ -147,6 +182,11 @@ def test_the_colab_test_runs_the_notebooks_that_show_explorers():
     colab_test = _script("colab_test")
     for number in colab_test.NOTEBOOKS:
         assert len(list((ROOT / "notebooks").glob(f"{number}_*.ipynb"))) == 1, number
-    explorers = {p.name[:2] for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")
-                 if colab_test.EXPLORER_CALL.search(p.read_text(encoding="utf-8"))}
-    assert explorers <= set(colab_test.NOTEBOOKS), f"notebooks with explorers the Colab test skips: {sorted(explorers - set(colab_test.NOTEBOOKS))}"
+    explorers = {
+        p.name[:2]
+        for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")
+        if colab_test.EXPLORER_CALL.search(p.read_text(encoding="utf-8"))
+    }
+    assert explorers <= set(colab_test.NOTEBOOKS), (
+        f"notebooks with explorers the Colab test skips: {sorted(explorers - set(colab_test.NOTEBOOKS))}"
+    )

@@ -22,7 +22,9 @@ def test_every_run_is_recorded_with_its_vocabulary_and_scores(tmp_path, monkeypa
     compare = _load_script()
     # The script's own scales, shrunk: the toy model for one epoch, on toy pairs with and without subwords.
     monkeypatch.setattr(compare, "SCALES", {"toy": (TOY_CONFIG.replace(epochs=1), (None, 30))})
-    monkeypatch.setattr(compare, "prepare_corpus_for", lambda config, progress=True: toy_corpus(bpe_merges=config.bpe_merges))
+    monkeypatch.setattr(
+        compare, "prepare_corpus_for", lambda config, progress=True: toy_corpus(bpe_merges=config.bpe_merges)
+    )
 
     assert compare.main(["--out", str(tmp_path / "out"), "--runs", str(tmp_path / "runs"), "--scales", "toy"]) == 0
 
@@ -35,6 +37,8 @@ def test_every_run_is_recorded_with_its_vocabulary_and_scores(tmp_path, monkeypa
     for r in runs:
         assert 0.0 <= r["bleu"] <= 100.0 and r["signature"].startswith("nrefs:1|case:mixed")
         assert r["steps"] > 0 and r["train_time_s"] > 0
-    assert (tmp_path / "runs" / "toy_30" / "best.pt").is_file() and (tmp_path / "runs" / "toy_words" / "metrics.json").is_file()
+    assert (tmp_path / "runs" / "toy_30" / "best.pt").is_file() and (
+        tmp_path / "runs" / "toy_words" / "metrics.json"
+    ).is_file()
     table = capsys.readouterr().out.splitlines()[-2:]
     assert table[0].split()[:2] == ["toy", "words"] and table[1].split()[:2] == ["toy", "30"]

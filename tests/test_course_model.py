@@ -40,7 +40,15 @@ def metrics() -> dict:
 
 
 def test_the_record_is_complete():
-    for name in ("command.txt", "train.log", "metrics.json", "history.json", "test_hypotheses.txt", "model_fp16.pt", "model_fp16.pt.sha256"):
+    for name in (
+        "command.txt",
+        "train.log",
+        "metrics.json",
+        "history.json",
+        "test_hypotheses.txt",
+        "model_fp16.pt",
+        "model_fp16.pt.sha256",
+    ):
         assert (RUN / name).is_file(), f"results/cpu/{name} is missing"
     command = (RUN / "command.txt").read_text(encoding="utf-8")
     assert "--preset cpu" in command and "commit " in command
@@ -48,7 +56,9 @@ def test_the_record_is_complete():
 
 def test_committed_hypotheses_rescore_to_the_recorded_bleu(metrics):
     test = metrics["test_2016_flickr"]
-    hypotheses = (RUN / "test_hypotheses.txt").read_text(encoding="utf-8").split("\n")[:-1]  # one per line, final newline
+    hypotheses = (
+        (RUN / "test_hypotheses.txt").read_text(encoding="utf-8").split("\n")[:-1]
+    )  # one per line, final newline
     references = [en for _, en in data.load_split("test_2016_flickr", progress=False)]
     assert len(hypotheses) == len(references) == test["n"]
     metric = sacrebleu.BLEU()  # the defaults: cased, 13a tokenizer, exp smoothing
@@ -78,14 +88,19 @@ def course():
 
 
 def test_the_test_sentences_are_new():
-    german = {de.strip() for split in ("train", "val", "test_2016_flickr", "test_2017_flickr", "test_2018_flickr", "test_2017_mscoco")
-              for de, _ in data.load_split(split, progress=False)}
+    german = {
+        de.strip()
+        for split in ("train", "val", "test_2016_flickr", "test_2017_flickr", "test_2018_flickr", "test_2017_mscoco")
+        for de, _ in data.load_split(split, progress=False)
+    }
     assert not german & set(NEW_SENTENCES), "a test sentence is in Multi30k: write a new one"
 
 
 def test_the_course_model_translates_new_sentences_adequately(course, metrics):
     assert not course.model.training and course.metrics == metrics and course.history
-    outputs = translate(course.model, list(NEW_SENTENCES), beam_size=4, src_vocab=course.src_vocab, tgt_vocab=course.tgt_vocab)
+    outputs = translate(
+        course.model, list(NEW_SENTENCES), beam_size=4, src_vocab=course.src_vocab, tgt_vocab=course.tgt_vocab
+    )
     for (german, needed), english in zip(NEW_SENTENCES.items(), outputs):
         words = set(english.lower().replace(".", " ").replace(",", " ").split())
         missing = [group for group in needed if not words & set(group)]

@@ -39,6 +39,7 @@ from transformer_lessons.data import (
     make_batch,
 )
 from transformer_lessons.masks import padding_mask, target_mask
+from transformer_lessons.data import tokenizer as tokenizer_module
 
 REPO = Path(__file__).resolve().parents[1]
 DATA_DIR = Path(os.environ.get(data.DATA_ENV) or REPO.parent / "shared" / "data" / "multi30k")
@@ -251,7 +252,9 @@ def test_a_full_disk_while_downloading_is_not_called_a_download_failure(monkeypa
         return FullDisk()
 
     monkeypatch.setattr(files, "open", open_on_a_full_disk, raising=False)  # the download's open(), nobody else's
-    with pytest.raises(DataError, match=r"could not save val.en.gz in the cache directory .*No space left on device.*not the network"):
+    with pytest.raises(
+        DataError, match=r"could not save val.en.gz in the cache directory .*No space left on device.*not the network"
+    ):
         data.fetch("val", "en", progress=False)
     assert data.cache_dir().is_dir() and not list(data.cache_dir().iterdir()), "the temporary file is removed"
 
@@ -279,7 +282,9 @@ def test_load_split_refuses_unequal_line_counts(monkeypatch, tmp_path):
     for lang, lines in (("de", "a\nb\nc\n"), ("en", "a\nb\n")):
         with gzip.open(tmp_path / f"val.{lang}.gz", "wt", encoding="utf-8") as f:
             f.write(lines)
-    monkeypatch.setattr(files, "fetch", lambda split, lang, data_dir=None, progress=True: tmp_path / f"{split}.{lang}.gz")
+    monkeypatch.setattr(
+        files, "fetch", lambda split, lang, data_dir=None, progress=True: tmp_path / f"{split}.{lang}.gz"
+    )
     with pytest.raises(DataError, match="has 3 lines but"):
         data.load_split("val")
 
@@ -296,8 +301,23 @@ def test_import_is_cheap():
 def test_tokenizer_keeps_case_and_splits_punctuation():
     en, de = Tokenizer("en"), Tokenizer("de")
     assert en.tokenize("A man's dog isn't wet, \"Rex\" (a puppy).") == [
-        "A", "man", "'s", "dog", "is", "n't", "wet", ",", '"', "Rex", '"', "(", "a", "puppy", ")", ".",
-    ]  # fmt: skip
+        "A",
+        "man",
+        "'s",
+        "dog",
+        "is",
+        "n't",
+        "wet",
+        ",",
+        '"',
+        "Rex",
+        '"',
+        "(",
+        "a",
+        "puppy",
+        ")",
+        ".",
+    ]
     assert de.tokenize("  Ein Mann  schläft auf dem Sofa. ") == ["Ein", "Mann", "schläft", "auf", "dem", "Sofa", "."]
     texts = ["Two dogs run.", "Zwei Hunde rennen!"]
     assert en.tokenize_batch(texts) == [en.tokenize(t) for t in texts]
@@ -307,13 +327,15 @@ def test_tokenizer_keeps_case_and_splits_punctuation():
 @pytest.fixture
 def fresh_spacy_tokenizers():
     """The per-language tokenizer cache emptied before and after (a test loads its own)."""
-    data._load_spacy_tokenizer.cache_clear()
+    tokenizer_module._load_spacy_tokenizer.cache_clear()
     yield
-    data._load_spacy_tokenizer.cache_clear()
+    tokenizer_module._load_spacy_tokenizer.cache_clear()
 
 
 @pytest.mark.parametrize("meta_readable", [True, False])
-def test_a_trained_spacy_pipeline_is_loaded_tokenizer_only(tmp_path, monkeypatch, fresh_spacy_tokenizers, meta_readable):
+def test_a_trained_spacy_pipeline_is_loaded_tokenizer_only(
+    tmp_path, monkeypatch, fresh_spacy_tokenizers, meta_readable
+):
     # A stand-in for de_core_news_sm: a saved pipeline with components that tokenizing never needs.
     spacy = pytest.importorskip("spacy")
     nlp = spacy.blank("de")
@@ -337,7 +359,7 @@ def test_a_trained_spacy_pipeline_is_loaded_tokenizer_only(tmp_path, monkeypatch
     monkeypatch.setattr(spacy.util, "is_package", lambda name: True)
     monkeypatch.setattr(spacy.util, "get_package_path", package_path)
     monkeypatch.setattr(spacy, "load", load)
-    tokenizer = data._load_spacy_tokenizer("de")
+    tokenizer = tokenizer_module._load_spacy_tokenizer("de")
     assert [t.text for t in tokenizer("Ein Mann, der schläft.")] == ["Ein", "Mann", ",", "der", "schläft", "."]
     expected = ["senter", "ner"] if meta_readable else list(data._SPACY_COMPONENTS)
     assert calls == [("de_core_news_sm", {"exclude": expected})]
@@ -545,6 +567,7 @@ def test_prepare_corpus_with_subwords(tmp_path):
     whole = [(ids, en) for (_, ids), (_, en) in zip(pieces.pairs["train"], pieces.tokens["train"]) if 0 not in ids]
     assert len(whole) > 0.95 * len(pieces.pairs["train"])
     assert all(pieces.tgt_vocab.decode_words(ids) == list(en) for ids, en in whole)
+
     # The point of subwords: far fewer <unk> in text the vocabulary was not built on.
     def unk_rate(corpus, side):
         ids = [i for pair in corpus.pairs["test_2016_flickr"] for i in pair[side]]
@@ -570,7 +593,13 @@ def files_in(folder: Path) -> list[Path]:
 
 
 def same_corpus(a: Corpus, b: Corpus) -> bool:
-    return a.pairs == b.pairs and a.text == b.text and a.tokens == b.tokens and a.src_vocab == b.src_vocab and a.tgt_vocab == b.tgt_vocab
+    return (
+        a.pairs == b.pairs
+        and a.text == b.text
+        and a.tokens == b.tokens
+        and a.src_vocab == b.src_vocab
+        and a.tgt_vocab == b.tgt_vocab
+    )
 
 
 def cache_write_warnings(record) -> list[str]:
@@ -606,7 +635,9 @@ def test_an_unwritable_tokenized_cache_costs_a_warning_not_the_data(monkeypatch,
     assert error.strerror in messages[0]
     assert files_in(data.cache_dir()) == [], "no temporary file is left behind"
     monkeypatch.setattr(files, "atomic_write", real_atomic_write)
-    assert same_corpus(corpus, data.prepare_corpus(progress=False, cache=False)), "the data is the same as without a cache"
+    assert same_corpus(corpus, data.prepare_corpus(progress=False, cache=False)), (
+        "the data is the same as without a cache"
+    )
 
 
 @needs_data
@@ -665,8 +696,18 @@ def test_a_damaged_tokenized_cache_is_rebuilt(monkeypatch, damage):
 def test_shared_definitions_are_the_package_ones():
     assert data.SPECIALS is specials.SPECIALS and data.DataError is errors.DataError
     vocab = Vocab.build([["a"]], min_freq=1)
-    assert (vocab.unk_id, vocab.pad_id, vocab.bos_id, vocab.eos_id) == (specials.UNK_ID, specials.PAD_ID, specials.BOS_ID, specials.EOS_ID)
-    assert [vocab.itos[i] for i in (vocab.unk_id, vocab.pad_id, vocab.bos_id, vocab.eos_id)] == [specials.UNK, specials.PAD, specials.BOS, specials.EOS]
+    assert (vocab.unk_id, vocab.pad_id, vocab.bos_id, vocab.eos_id) == (
+        specials.UNK_ID,
+        specials.PAD_ID,
+        specials.BOS_ID,
+        specials.EOS_ID,
+    )
+    assert [vocab.itos[i] for i in (vocab.unk_id, vocab.pad_id, vocab.bos_id, vocab.eos_id)] == [
+        specials.UNK,
+        specials.PAD,
+        specials.BOS,
+        specials.EOS,
+    ]
 
 
 def test_saved_files_are_written_atomically(monkeypatch, tmp_path):

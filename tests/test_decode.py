@@ -12,14 +12,25 @@ import torch
 
 from test_train import TOY_CONFIG, toy_corpus
 from transformer_lessons.config import ModelConfig
-from transformer_lessons.decode import beam_search, greedy_decode, length_penalty, next_token_distribution, sample_decode, sequence_log_prob, temperature_probs
+from transformer_lessons.decode import (
+    beam_search,
+    greedy_decode,
+    length_penalty,
+    next_token_distribution,
+    sample_decode,
+    sequence_log_prob,
+    temperature_probs,
+)
 from transformer_lessons.translation import evaluate, translate
 from transformer_lessons.masks import causal_mask, padding_mask
 from transformer_lessons.model import Transformer
 from transformer_lessons.run import train
+from transformer_lessons.data import tokenizer as tokenizer_module
 
 BOS, EOS, PAD = 2, 3, 1
-DATA_DIR = Path(os.environ.get("TRANSFORMER_LESSONS_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k")
+DATA_DIR = Path(
+    os.environ.get("TRANSFORMER_LESSONS_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
+)
 
 
 class ScriptedModel(torch.nn.Module):
@@ -72,7 +83,9 @@ def test_greedy_stops_at_eos_and_pads_after_it():
 
 def test_beam_follows_the_script_and_pads():
     model = ScriptedModel([5, 6, 7])
-    ys, scores = beam_search(model, torch.ones(3, 4, dtype=torch.long), None, 10, BOS, EOS, beam_size=3, pad_id=PAD, return_scores=True)
+    ys, scores = beam_search(
+        model, torch.ones(3, 4, dtype=torch.long), None, 10, BOS, EOS, beam_size=3, pad_id=PAD, return_scores=True
+    )
     assert ys.tolist() == [[BOS, 5, 6, 7, EOS]] * 3
     assert scores.shape == (3,) and (scores < 0).all()
 
@@ -95,10 +108,14 @@ def test_beam_scores_at_least_as_well_as_greedy(alpha):
     src = torch.randint(4, 12, (8, 6))
     mask = padding_mask(src, PAD)
     greedy = greedy_decode(model, src, mask, 15, BOS, EOS, PAD)
-    beam, scores = beam_search(model, src, mask, 15, BOS, EOS, beam_size=4, length_penalty=alpha, pad_id=PAD, return_scores=True)
+    beam, scores = beam_search(
+        model, src, mask, 15, BOS, EOS, beam_size=4, length_penalty=alpha, pad_id=PAD, return_scores=True
+    )
     g_logp, g_len = sequence_log_prob(model, src, mask, greedy, EOS)
     b_logp, b_len = sequence_log_prob(model, src, mask, beam, EOS)
-    assert torch.allclose(scores, b_logp / length_penalty(b_len.float(), alpha), atol=1e-4), "reported score = log P / lp"
+    assert torch.allclose(scores, b_logp / length_penalty(b_len.float(), alpha), atol=1e-4), (
+        "reported score = log P / lp"
+    )
     assert (scores >= g_logp / length_penalty(g_len.float(), alpha) - 1e-4).all()
     assert (beam[:, 0] == BOS).all()
 
@@ -118,7 +135,9 @@ def test_beam_search_keeps_its_keyword_and_leaves_the_function_its_name():
 
     from transformer_lessons import beam
 
-    assert inspect.signature(beam.beam_search).parameters["length_penalty"].default == 0.6 and callable(beam.length_penalty)
+    assert inspect.signature(beam.beam_search).parameters["length_penalty"].default == 0.6 and callable(
+        beam.length_penalty
+    )
     body = ast.parse(textwrap.dedent(inspect.getsource(beam.beam_search))).body[0]
     reads = [node for node in ast.walk(body) if isinstance(node, ast.Name) and node.id == "length_penalty"]
     assert len(reads) == 1, "the argument is read once, as alpha = length_penalty"
@@ -170,9 +189,13 @@ def test_translate_names_a_sentence_that_is_not_valid_unicode(toy, monkeypatch):
         with pytest.raises(ValueError) as info:
             translate(checkpoint, sentences, device="cpu")
         message = str(info.value)
-        assert message.startswith(f"sentence {index} ('Ein Mann\\ud800') is not valid Unicode: it holds a lone surrogate '\\ud800' at position 8")
+        assert message.startswith(
+            f"sentence {index} ('Ein Mann\\ud800') is not valid Unicode: it holds a lone surrogate '\\ud800' at position 8"
+        )
         assert "Remove it" in message and message.encode("ascii")  # says what to do; prints on any terminal
-        assert info.value.__cause__ is None and info.value.__suppress_context__, "spaCy's UnicodeEncodeError is not chained"
+        assert info.value.__cause__ is None and info.value.__suppress_context__, (
+            "spaCy's UnicodeEncodeError is not chained"
+        )
 
 
 def test_translate_with_a_model_and_vocabularies(toy):
@@ -180,7 +203,9 @@ def test_translate_with_a_model_and_vocabularies(toy):
     from transformer_lessons.checkpoint import load_checkpoint
 
     model, src_vocab, tgt_vocab, _ = load_checkpoint(checkpoint, "cpu")
-    assert translate(model, ["ein mann ."], src_vocab=src_vocab, tgt_vocab=tgt_vocab) == translate(checkpoint, ["ein mann ."], device="cpu")
+    assert translate(model, ["ein mann ."], src_vocab=src_vocab, tgt_vocab=tgt_vocab) == translate(
+        checkpoint, ["ein mann ."], device="cpu"
+    )
     with pytest.raises(TypeError, match="src_vocab"):
         translate(model, ["ein mann ."])
 
@@ -206,16 +231,15 @@ def test_translate_returns_attention_for_the_widgets(toy):
 
 
 def test_translate_without_spacy_says_it_needs_it_and_what_works_instead(toy, monkeypatch):
-    from transformer_lessons import data
     from transformer_lessons.data import DataError
 
-    data._load_spacy_tokenizer.cache_clear()
+    tokenizer_module._load_spacy_tokenizer.cache_clear()
     monkeypatch.setitem(sys.modules, "spacy", None)  # import spacy now raises ImportError
     try:
         with pytest.raises(DataError) as info:
             translate(toy[0], "Ein Hund läuft.", device="cpu")
     finally:
-        data._load_spacy_tokenizer.cache_clear()
+        tokenizer_module._load_spacy_tokenizer.cache_clear()
     message = str(info.value)
     assert "pip install spacy" in message and "translate() always needs it" in message
     assert "evaluate --corpus" in message, "scoring a saved corpus needs no spaCy"
@@ -234,7 +258,9 @@ def test_outputs_are_the_same_with_attention_recorded_or_fused(toy, beam_size):
     outputs = {}
     for record in (True, False):
         model.set_record_attention(record)
-        outputs[record] = decode_token_lists(model, sources, src_vocab, tgt_vocab, beam_size=beam_size, max_output_extra=5)
+        outputs[record] = decode_token_lists(
+            model, sources, src_vocab, tgt_vocab, beam_size=beam_size, max_output_extra=5
+        )
     model.set_record_attention(None)
     assert outputs[True] == outputs[False]
     assert any(len(out) > 1 for out in outputs[True]), "the model says something"
@@ -244,7 +270,9 @@ def test_subword_model_translates_whole_words(tmp_path):
     # 15 merges leave most toy words in pieces, so every step below crosses the BPE path.
     corpus = toy_corpus(bpe_merges=15)
     assert any(u.endswith("@@") for u in corpus.tgt_vocab.itos) and any(u.endswith("@@") for u in corpus.src_vocab.itos)
-    config = TOY_CONFIG.replace(epochs=2, bpe_merges=15, model=dataclasses.replace(TOY_CONFIG.model, max_len=64))  # pieces: longer sentences
+    config = TOY_CONFIG.replace(
+        epochs=2, bpe_merges=15, model=dataclasses.replace(TOY_CONFIG.model, max_len=64)
+    )  # pieces: longer sentences
     result = train(config, corpus, out_dir=tmp_path, device="cpu", progress=False)
     checkpoint = tmp_path / "best.pt"
     from transformer_lessons.checkpoint import load_checkpoint
@@ -271,7 +299,14 @@ def test_subword_sentence_too_long_is_cut_by_pieces(tmp_path):
     corpus = toy_corpus(bpe_merges=15)
     assert corpus.too_long("train", TOY_CONFIG.model.max_len) == 1
     with pytest.warns(UserWarning, match="1 train pair.* left out of training"):  # not a crash inside the model
-        train(TOY_CONFIG.replace(epochs=1, bpe_merges=15), corpus, out_dir=tmp_path, device="cpu", progress=False, evaluate_test=False)
+        train(
+            TOY_CONFIG.replace(epochs=1, bpe_merges=15),
+            corpus,
+            out_dir=tmp_path,
+            device="cpu",
+            progress=False,
+            evaluate_test=False,
+        )
     words = ["schläft"] * 12  # 12 words, but more pieces than max_len=32 allows
     assert len(corpus.src_vocab.segment(words)) > TOY_CONFIG.model.max_len
     with pytest.warns(UserWarning, match="more than 31 tokens"):
@@ -291,7 +326,9 @@ def test_evaluate_reports_sacrebleu_and_tutorial_bleu(toy):
     assert "case:mixed" in result["signature"] and "tok:13a" in result["signature"]
     assert "case:lc" in result["tutorial_signature"] and "tok:none" in result["tutorial_signature"]
     assert 0.0 <= result["bleu"] <= 100.0 and 0.0 <= result["tutorial_bleu"] <= 100.0
-    assert result["hypotheses"][0] == translate(checkpoint, corpus.text["test_2016_flickr"][0][0], beam_size=2, device="cpu")
+    assert result["hypotheses"][0] == translate(
+        checkpoint, corpus.text["test_2016_flickr"][0][0], beam_size=2, device="cpu"
+    )
     assert result["bleu_text"].startswith("BLEU")
 
 
@@ -335,7 +372,9 @@ def test_top_k_of_one_is_greedy():
     model = random_model()
     src, mask = padded_sources()
     greedy = greedy_decode(model, src, mask, 10, BOS)  # no <eos>: every row runs all steps in both decoders
-    sampled = sample_decode(model, src, mask, 10, BOS, temperature=1.5, top_k=1, generator=torch.Generator().manual_seed(3))
+    sampled = sample_decode(
+        model, src, mask, 10, BOS, temperature=1.5, top_k=1, generator=torch.Generator().manual_seed(3)
+    )
     assert torch.equal(sampled, greedy), "sampling among the single likeliest token is taking the argmax"
 
 
@@ -344,21 +383,27 @@ def test_a_seeded_generator_reproduces_the_samples():
     src, mask = padded_sources()
 
     def draw(seed: int) -> torch.Tensor:
-        return sample_decode(model, src, mask, 12, BOS, EOS, temperature=1.0, generator=torch.Generator().manual_seed(seed), pad_id=PAD)
+        return sample_decode(
+            model, src, mask, 12, BOS, EOS, temperature=1.0, generator=torch.Generator().manual_seed(seed), pad_id=PAD
+        )
 
     assert torch.equal(draw(7), draw(7))
     assert not torch.equal(draw(7), draw(8)), "another seed draws other tokens"
     torch.manual_seed(1)
     first = sample_decode(model, src, mask, 12, BOS, EOS, pad_id=PAD)
     torch.manual_seed(1)
-    assert torch.equal(first, sample_decode(model, src, mask, 12, BOS, EOS, pad_id=PAD)), "without a generator: torch's global seed"
+    assert torch.equal(first, sample_decode(model, src, mask, 12, BOS, EOS, pad_id=PAD)), (
+        "without a generator: torch's global seed"
+    )
 
 
 @pytest.mark.parametrize("temperature", [0.5, 1.0, 3.0])
 def test_sampled_outputs_keep_the_decoders_contract(temperature):
     model = eos_friendly_model()
     src, mask = padded_sources()
-    ys = sample_decode(model, src, mask, 9, BOS, EOS, temperature, generator=torch.Generator().manual_seed(0), pad_id=PAD)
+    ys = sample_decode(
+        model, src, mask, 9, BOS, EOS, temperature, generator=torch.Generator().manual_seed(0), pad_id=PAD
+    )
     assert ys.dtype == torch.long and ys.size(0) == 6 and 2 <= ys.size(1) <= 10, "(B, 1 + L), L <= max_new_tokens"
     assert (ys[:, 0] == BOS).all()
     ended = (ys == EOS).cumsum(1) > 0  # (B, 1 + L): at or after the first <eos>
@@ -367,12 +412,23 @@ def test_sampled_outputs_keep_the_decoders_contract(temperature):
     if ys.size(1) < 10:
         assert ended[:, -1].all(), "the loop stops early only when every row has ended"
     without_pad = sample_decode(model, src, mask, 9, BOS, EOS, temperature, generator=torch.Generator().manual_seed(0))
-    assert (without_pad[after] == EOS).all() and torch.equal(without_pad[~after], ys[~after]), "no pad_id: <eos> again, same draws"
+    assert (without_pad[after] == EOS).all() and torch.equal(without_pad[~after], ys[~after]), (
+        "no pad_id: <eos> again, same draws"
+    )
 
 
 def test_a_scripted_model_sampled_cold_follows_its_script():
-    ys = sample_decode(ScriptedModel([5, 6, 7]), torch.ones(3, 4, dtype=torch.long), None, 10, BOS, EOS, temperature=0.05,
-                       generator=torch.Generator().manual_seed(0), pad_id=PAD)  # fmt: skip
+    ys = sample_decode(
+        ScriptedModel([5, 6, 7]),
+        torch.ones(3, 4, dtype=torch.long),
+        None,
+        10,
+        BOS,
+        EOS,
+        temperature=0.05,
+        generator=torch.Generator().manual_seed(0),
+        pad_id=PAD,
+    )
     assert ys.tolist() == [[BOS, 5, 6, 7, EOS]] * 3
 
 
@@ -400,7 +456,9 @@ def test_a_higher_temperature_spreads_the_next_token_distribution():
 
 def test_temperature_probs_handles_the_limits_and_top_k():
     logits = torch.tensor([[2.0, 1.0, 0.5, -1.0], [0.0, 3.0, 3.0, 1.0]])
-    assert torch.equal(temperature_probs(logits, 0), torch.tensor([[1.0, 0, 0, 0], [0, 1.0, 0, 0]])), "ties: the first argmax"
+    assert torch.equal(temperature_probs(logits, 0), torch.tensor([[1.0, 0, 0, 0], [0, 1.0, 0, 0]])), (
+        "ties: the first argmax"
+    )
     tiny = temperature_probs(logits * 1e4, 1e-30)
     assert torch.isfinite(tiny).all() and torch.allclose(tiny[0], torch.tensor([1.0, 0, 0, 0])), "no inf - inf = NaN"
     top2 = temperature_probs(logits, 1.0, top_k=2)
@@ -429,7 +487,9 @@ def test_translate_samples_with_a_temperature(toy):
     greedy = translate(checkpoint, sentences, device="cpu")
     assert translate(checkpoint, sentences, device="cpu", temperature=0.0) == greedy, "temperature 0 is greedy"
     hot = translate(checkpoint, sentences * 4, device="cpu", temperature=1.5, seed=1)
-    assert hot == translate(checkpoint, sentences * 4, device="cpu", temperature=1.5, seed=1), "a seed repeats the draws"
+    assert hot == translate(checkpoint, sentences * 4, device="cpu", temperature=1.5, seed=1), (
+        "a seed repeats the draws"
+    )
     assert hot != greedy * 4, "a hot model says something else at least once in 12 sentences"
     assert all(isinstance(s, str) for s in hot)
     assert isinstance(translate(checkpoint, "ein hund .", device="cpu", temperature=0.7, top_k=5, seed=0), str)
@@ -437,10 +497,15 @@ def test_translate_samples_with_a_temperature(toy):
 
 @pytest.mark.parametrize(
     ("options", "message"),
-    [({"temperature": 1.0, "beam_size": 4}, "choose one"), ({"seed": 3}, "give a temperature"), ({"top_k": 5}, "give a temperature"),
-     ({"temperature": -1.0}, "temperature must be"), ({"temperature": 1.0, "seed": -2}, "seed must be"),
-     ({"temperature": 1.0, "top_k": 0}, "top_k must be")],
-)  # fmt: skip
+    [
+        ({"temperature": 1.0, "beam_size": 4}, "choose one"),
+        ({"seed": 3}, "give a temperature"),
+        ({"top_k": 5}, "give a temperature"),
+        ({"temperature": -1.0}, "temperature must be"),
+        ({"temperature": 1.0, "seed": -2}, "seed must be"),
+        ({"temperature": 1.0, "top_k": 0}, "top_k must be"),
+    ],
+)
 def test_translate_refuses_sampling_options_it_would_ignore(toy, options, message, monkeypatch):
     import transformer_lessons.translation as translation
 
@@ -448,4 +513,3 @@ def test_translate_refuses_sampling_options_it_would_ignore(toy, options, messag
     monkeypatch.setattr(translation, "_resolve", lambda *a: pytest.fail("refused before the checkpoint is loaded"))
     with pytest.raises(ValueError, match=message):
         translate(checkpoint, "ein hund .", device="cpu", **options)
-

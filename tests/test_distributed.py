@@ -21,8 +21,15 @@ import torch
 
 from transformer_lessons.data import make_batch
 from transformer_lessons.ddp_demo import criterion, fresh_model, global_batch, one_process_step, one_step
-from transformer_lessons.distributed import AgreedStepBoundary, Distributed, from_environment, lost_connection, lost_rank_message, shard_batch
-from transformer_lessons.errors import RankLostError, TrainingError
+from transformer_lessons.distributed import (
+    AgreedStepBoundary,
+    Distributed,
+    from_environment,
+    lost_connection,
+    lost_rank_message,
+    shard_batch,
+)
+from transformer_lessons.errors import TrainingError
 from transformer_lessons.interrupt import StopRequested
 from transformer_lessons.specials import BOS_ID, EOS_ID, PAD_ID
 
@@ -47,7 +54,9 @@ def test_shards_cover_the_batch_once_in_order():
         assert torch.equal(torch.cat([p.tgt_mask for p in parts]), batch.tgt_mask)
         assert sum(p.n_tokens for p in parts) == batch.n_tokens
         assert [len(p) for p in parts] == [len(t) for t in torch.tensor_split(torch.arange(5), world)]
-    assert shard_batch(batch, 0, 2, PAD_ID).n_tokens != shard_batch(batch, 1, 2, PAD_ID).n_tokens  # what ShardedLoss must weigh
+    assert (
+        shard_batch(batch, 0, 2, PAD_ID).n_tokens != shard_batch(batch, 1, 2, PAD_ID).n_tokens
+    )  # what ShardedLoss must weigh
 
 
 def test_a_rank_without_sentences_gets_a_row_that_scores_nothing():
@@ -72,10 +81,13 @@ def test_one_process_is_left_as_it_was(monkeypatch):
     assert single.agree(3, 0) == [3, 0] and single.stop_here(True, single.step_boundary()) is True
 
 
-@pytest.mark.parametrize("env, message", [
-    ({"WORLD_SIZE": "2", "RANK": "2"}, "do not fit together"),
-    ({"WORLD_SIZE": "two"}, "unreadable"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        ({"WORLD_SIZE": "2", "RANK": "2"}, "do not fit together"),
+        ({"WORLD_SIZE": "two"}, "unreadable"),
+    ],
+)
 def test_a_broken_environment_is_named(monkeypatch, env, message):
     for name, value in env.items():
         monkeypatch.setenv(name, value)
@@ -119,7 +131,9 @@ def test_one_ddp_step_is_the_one_process_step_on_the_same_batch(two_ranks):
     for name, p in model.named_parameters():
         torch.testing.assert_close(two_ranks["grads"][name], p.grad, rtol=1e-5, atol=1e-7, msg=name)
         torch.testing.assert_close(two_ranks["weights"][name], p.detach(), rtol=1e-5, atol=1e-7, msg=name)
-    assert not torch.equal(two_ranks["weights"]["generator.weight"], fresh_model().generator.weight)  # the step did move it
+    assert not torch.equal(
+        two_ranks["weights"]["generator.weight"], fresh_model().generator.weight
+    )  # the step did move it
 
 
 def test_averaging_each_ranks_own_mean_would_be_a_different_step(two_ranks):
@@ -139,8 +153,24 @@ def test_torchrun_trains_resumes_and_records_world_size(tmp_path):
 
     corpus_file, out = tmp_path / "toy.json.gz", tmp_path / "run"
     toy_corpus().save(corpus_file)
-    base = ["-m", "transformer_lessons", "train", "--preset", "quick", "--corpus", str(corpus_file), "--out", str(out),
-            "--device", "cpu", "--quiet", "--beam", "1", "--bleu-val-limit", "8"]  # fmt: skip
+    base = [
+        "-m",
+        "transformer_lessons",
+        "train",
+        "--preset",
+        "quick",
+        "--corpus",
+        str(corpus_file),
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        "--quiet",
+        "--beam",
+        "1",
+        "--bleu-val-limit",
+        "8",
+    ]
     first = _torchrun(*base, "--epochs", "2", "--max-steps", "3")
     assert first.returncode == 0, first.stderr[-3000:]
     assert "stopped after 3 steps" in first.stdout and first.stdout.count("stopped after") == 1  # rank 0 alone speaks
@@ -166,14 +196,20 @@ GLOO_RESET = (
 
 
 def test_a_lost_rank_is_said_in_one_line():
-    assert lost_connection(RuntimeError(GLOO_RESET)) and lost_connection(RuntimeError("... Connection closed by peer [::1]:5"))
-    assert not lost_connection(RuntimeError("mat1 and mat2 shapes cannot be multiplied")) and not lost_connection(ValueError(GLOO_RESET))
+    assert lost_connection(RuntimeError(GLOO_RESET)) and lost_connection(
+        RuntimeError("... Connection closed by peer [::1]:5")
+    )
+    assert not lost_connection(RuntimeError("mat1 and mat2 shapes cannot be multiplied")) and not lost_connection(
+        ValueError(GLOO_RESET)
+    )
     assert lost_rank_message(Distributed(rank=0, world_size=2), RuntimeError(GLOO_RESET)) == (
         "the other process of this torchrun run (rank 1) stopped: rank 0 lost its connection to it (Read error [127.0.0.1]:17313: "
         "Connection reset by peer). Its own output above says why it stopped (an error, killed, out of memory); this process "
         "stopped too. Run the same command again to resume from the last save"
     )
-    assert lost_rank_message(Distributed(rank=3, world_size=4), RuntimeError(GLOO_RESET)).startswith("another process of this torchrun run stopped: rank 3")
+    assert lost_rank_message(Distributed(rank=3, world_size=4), RuntimeError(GLOO_RESET)).startswith(
+        "another process of this torchrun run stopped: rank 3"
+    )
 
 
 def test_when_one_rank_is_killed_the_other_says_so_in_one_line(tmp_path):
@@ -181,18 +217,53 @@ def test_when_one_rank_is_killed_the_other_says_so_in_one_line(tmp_path):
 
     corpus_file, out, logs = tmp_path / "toy.json.gz", tmp_path / "run", tmp_path / "logs"
     toy_corpus({"train": 3000, "val": 20, "test_2016_flickr": 20}).save(corpus_file)  # epochs of a few seconds
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "--log-dir", str(logs), "--redirects", "3",
-           "-m", "transformer_lessons", "train", "--preset", "quick", "--corpus", str(corpus_file), "--out", str(out), "--device", "cpu",
-           "--quiet", "--epochs", "50", "--no-test"]  # fmt: skip
-    torchrun = subprocess.Popen(cmd, cwd=ROOT, env=os.environ | {"OMP_NUM_THREADS": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        "--log-dir",
+        str(logs),
+        "--redirects",
+        "3",
+        "-m",
+        "transformer_lessons",
+        "train",
+        "--preset",
+        "quick",
+        "--corpus",
+        str(corpus_file),
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        "--quiet",
+        "--epochs",
+        "50",
+        "--no-test",
+    ]
+    torchrun = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env=os.environ | {"OMP_NUM_THREADS": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 300
-        while not list(logs.glob("*/attempt_0/0/stdout.log")) or "epoch   1" not in next(logs.glob("*/attempt_0/0/stdout.log")).read_text():
+        while (
+            not list(logs.glob("*/attempt_0/0/stdout.log"))
+            or "epoch   1" not in next(logs.glob("*/attempt_0/0/stdout.log")).read_text()
+        ):
             assert torchrun.poll() is None and time.monotonic() < deadline, "the run should be training"
             time.sleep(0.5)
         ranks = {}  # rank -> pid, from the environment torchrun gave each of its processes
         for pid in subprocess.run(["pgrep", "-P", str(torchrun.pid)], capture_output=True, text=True).stdout.split():
-            environ = dict(v.split(b"=", 1) for v in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if b"=" in v)
+            environ = dict(
+                v.split(b"=", 1) for v in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if b"=" in v
+            )
             ranks[int(environ[b"RANK"])] = int(pid)
         os.kill(ranks[1], signal.SIGKILL)  # rank 1 dies in the middle of an epoch, without a word
         torchrun.communicate(timeout=120)
@@ -201,6 +272,8 @@ def test_when_one_rank_is_killed_the_other_says_so_in_one_line(tmp_path):
             torchrun.kill()
     assert torchrun.returncode != 0
     survivor = next(logs.glob("*/attempt_0/0/stderr.log")).read_text()
-    assert survivor.startswith("error: the other process of this torchrun run (rank 1) stopped: rank 0 lost its connection to it ("), survivor
+    assert survivor.startswith(
+        "error: the other process of this torchrun run (rank 1) stopped: rank 0 lost its connection to it ("
+    ), survivor
     assert survivor.count("\n") == 1 and "[rank0]" not in survivor and "Traceback" not in survivor, survivor
     assert (out / "last.pt").is_file(), "the epochs saved before are kept"

@@ -69,7 +69,7 @@ def _lock() -> dict[str, tuple[str, str]]:
 def _setup_extras() -> list[str]:
     """The extras the Makefile's setup installs: ``-e ".[lab,test]"``."""
     match = re.search(r'-c requirements/lock\.txt -e "\.\[([\w,]+)\]"', (ROOT / "Makefile").read_text())
-    assert match, "the Makefile's setup should install with `-c requirements/lock.txt -e \".[extras]\"`"
+    assert match, 'the Makefile\'s setup should install with `-c requirements/lock.txt -e ".[extras]"`'
     return match[1].split(",")
 
 
@@ -128,7 +128,10 @@ def test_requirements_are_ranges_with_a_lower_bound() -> None:
 
 def test_the_lock_pins_every_requirement_within_its_range() -> None:
     lock = _lock()
-    wanted = {**_pyproject_ranges(), **{n: s for extra in _setup_extras() for n, s in _pyproject_extras()[extra].items()}}
+    wanted = {
+        **_pyproject_ranges(),
+        **{n: s for extra in _setup_extras() for n, s in _pyproject_extras()[extra].items()},
+    }
     for name, spec in wanted.items():
         assert name in lock, f"requirements/lock.txt has no {name}: run `make lock`"
         version, _ = lock[name]
@@ -149,9 +152,13 @@ def test_every_locked_release_installs_on_the_locks_python() -> None:
 def test_environment_yml_installs_what_make_setup_installs() -> None:
     pip_list = _environment_pip_list()
     torch = [r for r in pip_list if r.startswith("torch")]
-    assert torch == [f"torch=={_lock()['torch'][0]}"], f"environment.yml installs {torch}, the lock has torch=={_lock()['torch'][0]}"
+    assert torch == [f"torch=={_lock()['torch'][0]}"], (
+        f"environment.yml installs {torch}, the lock has torch=={_lock()['torch'][0]}"
+    )
     assert "-c requirements/lock.txt" in pip_list, "environment.yml should install with the lock's constraints"
-    assert f"-e .[{','.join(_setup_extras())}]" in pip_list, "environment.yml should install the package with the Makefile's extras"
+    assert f"-e .[{','.join(_setup_extras())}]" in pip_list, (
+        "environment.yml should install the package with the Makefile's extras"
+    )
     assert len(pip_list) == 3, pip_list
 
 
@@ -176,7 +183,8 @@ def test_environment_python_is_the_locks_and_satisfies_requires_python() -> None
     version = python.split("=")[-1]
     assert SpecifierSet(_pyproject()["project"]["requires-python"]).contains(f"{version}.0")
     assert re.search(rf"^# python: {re.escape(version)}\.", LOCK.read_text(encoding="utf-8"), re.M), (
-        f"environment.yml's python={version} is not the Python the lock was made with")
+        f"environment.yml's python={version} is not the Python the lock was made with"
+    )
 
 
 @pytest.mark.pins

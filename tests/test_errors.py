@@ -28,12 +28,15 @@ def test_a_data_error_draws_itself_as_its_message_alone(tmp_path, monkeypatch, n
     assert info.value.__cause__ is not None  # the chain is kept for plain Python and pytest
     lines = info.value._render_traceback_()
     text = ANSI.sub("", "\n".join(lines))
-    assert text.startswith("DataError: val.de.gz (Multi30k) is not on this machine, and the course could not download it")
+    assert text.startswith(
+        "DataError: val.de.gz (Multi30k) is not on this machine, and the course could not download it"
+    )
     assert "(make classroom)" in " ".join(text.split()) and data.DATA_ENV in text
     assert all(len(ANSI.sub("", line)) <= 100 for line in lines) and all("\x1b[31m" in line for line in lines)
     assert "Traceback" not in text and "urllib" not in text and "File " not in text
     assert (
-        ANSI.sub("", "\n".join(CheckpointError("no checkpoint at x.pt")._render_traceback_())) == "CheckpointError: no checkpoint at x.pt"
+        ANSI.sub("", "\n".join(CheckpointError("no checkpoint at x.pt")._render_traceback_()))
+        == "CheckpointError: no checkpoint at x.pt"
     )
 
 
@@ -51,7 +54,9 @@ def test_in_ipython_a_missing_test_set_offline_is_one_red_message(tmp_path):
         """
     )
     env = {k: v for k, v in os.environ.items() if k != data.DATA_ENV} | {data.CACHE_ENV: str(tmp_path / "cache")}
-    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr
     shown = ANSI.sub("", result.stdout).split("=== cell\n", 1)[1].split("=== end", 1)[0].strip()
     assert shown.startswith("DataError: test_2016_flickr.de.gz (Multi30k) is not on this machine"), shown

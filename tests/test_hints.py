@@ -39,7 +39,14 @@ from transformer_lessons.checks.common import split_fix
 ROOT = Path(__file__).resolve().parents[1]
 CHECKS_DIR = ROOT / "transformer_lessons" / "checks"
 RUN = 6  # this many consecutive code tokens of a solution line is handing over its code
-SHAPE_NAMES = {"size", "d_model", "d_head", "d_ff", "n_heads", "max_len"}  # written in shape tuples like (max_len, d_model)
+SHAPE_NAMES = {
+    "size",
+    "d_model",
+    "d_head",
+    "d_ff",
+    "n_heads",
+    "max_len",
+}  # written in shape tuples like (max_len, d_model)
 CODE_TYPES = (tokenize.NAME, tokenize.OP, tokenize.NUMBER)
 
 
@@ -78,7 +85,7 @@ def solution_runs(lines: list[str]) -> set[tuple[str, ...]]:
     runs = set()
     for line in lines:
         tokens = code_tokens(line)
-        runs |= {run for i in range(len(tokens) - RUN + 1) if not _ignored(run := tuple(tokens[i:i + RUN]))}
+        runs |= {run for i in range(len(tokens) - RUN + 1) if not _ignored(run := tuple(tokens[i : i + RUN]))}
     return runs
 
 
@@ -93,7 +100,7 @@ def leaked(message: str, runs: set[tuple[str, ...]]) -> list[str]:
         if line.startswith("    "):
             continue
         tokens = code_tokens(line, prose=True)
-        found += [" ".join(run) for i in range(len(tokens) - RUN + 1) if (run := tuple(tokens[i:i + RUN])) in runs]
+        found += [" ".join(run) for i in range(len(tokens) - RUN + 1) if (run := tuple(tokens[i : i + RUN])) in runs]
     return found
 
 
@@ -131,9 +138,14 @@ def message_templates() -> list[tuple[str, str]]:
     found = []
     for path in sorted(CHECKS_DIR.glob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
-                      if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef)) and node.body
-                      and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef))
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+        }
         for node in ast.walk(tree):
             if isinstance(node, ast.JoinedStr):
                 text = "".join(v.value if isinstance(v, ast.Constant) else " X " for v in node.values)
@@ -147,16 +159,32 @@ def message_templates() -> list[tuple[str, str]]:
 
 def first_level_messages() -> list[tuple[str, str]]:
     """(case, message) of every failure the checks' own tests provoke with their known-buggy answers."""
-    files = [test_check_attention, test_check_masks, test_check_positional, test_check_layers, test_check_encoder_decoder,
-             test_check_schedule]
-    cases = [(f"{file.__name__}:{k}", getattr(checks, f"check_{name}"), answer)
-             for file in files for k, (name, answer, _) in file.BUGS.items()]
-    cases += [(f"{file.__name__}:{k}", getattr(checks, f"check_{name}"), answer)
-              for file in files for k, (name, answer, _) in getattr(file, "BUGS_WRITTEN_DIFFERENTLY", {}).items()]
-    cases += [(f"test_check_tutorial_bugs:{k}", getattr(checks, f"check_{name}"), answer)
-              for k, (name, answer, *_) in test_check_tutorial_bugs.TUTORIAL_BUGS.items()]
-    cases += [(f"test_check_diagnoses:{k}", check, answer)
-              for k, (check, answer, _) in test_check_diagnoses.TWO_AT_ONCE.items()]
+    files = [
+        test_check_attention,
+        test_check_masks,
+        test_check_positional,
+        test_check_layers,
+        test_check_encoder_decoder,
+        test_check_schedule,
+    ]
+    cases = [
+        (f"{file.__name__}:{k}", getattr(checks, f"check_{name}"), answer)
+        for file in files
+        for k, (name, answer, _) in file.BUGS.items()
+    ]
+    cases += [
+        (f"{file.__name__}:{k}", getattr(checks, f"check_{name}"), answer)
+        for file in files
+        for k, (name, answer, _) in getattr(file, "BUGS_WRITTEN_DIFFERENTLY", {}).items()
+    ]
+    cases += [
+        (f"test_check_tutorial_bugs:{k}", getattr(checks, f"check_{name}"), answer)
+        for k, (name, answer, *_) in test_check_tutorial_bugs.TUTORIAL_BUGS.items()
+    ]
+    cases += [
+        (f"test_check_diagnoses:{k}", check, answer)
+        for k, (check, answer, _) in test_check_diagnoses.TWO_AT_ONCE.items()
+    ]
     messages = []
     for case, check, answer in cases:
         with warnings.catch_warnings():
@@ -183,15 +211,18 @@ def test_the_rule_catches_a_message_that_hands_over_solution_code():
     causal = ["    return torch.ones(size, size, dtype=torch.bool).tril()"]
     assert leaked("True = may attend, e.g. torch.ones(size, size, dtype=torch.bool).tril()", solution_runs(causal))
     # The course's own messages that used to hand over the answer are caught.
-    assert leaked("cand = scores[:, None] + log_probs; top, idx = cand.view(-1).topk(K); return top, idx // V, idx % V",
-                  RUNS)
+    assert leaked(
+        "cand = scores[:, None] + log_probs; top, idx = cand.view(-1).topk(K); return top, idx // V, idx % V", RUNS
+    )
     assert leaked("return w_2(dropout(relu(w_1(x))))", RUNS)
 
 
 def test_the_rule_ignores_shape_tuples_and_punctuation():
     runs = solution_runs(["        q = self.w_q(query).view(B, T, H, Dh).transpose(1, 2)  # (B, H, T, Dh)"])
     assert not leaked("split into heads: (B, T, H, Dh), then (B, H, T, Dh)", runs)
-    assert not leaked("a mask (B, 1, 1, S) broadcasts over (B, H, T, S)", solution_runs(["    return m[:, None, None, :]"]))
+    assert not leaked(
+        "a mask (B, 1, 1, S) broadcasts over (B, H, T, S)", solution_runs(["    return m[:, None, None, :]"])
+    )
 
 
 def test_there_are_29_solution_blocks_each_with_a_goal():
@@ -355,8 +386,10 @@ def test_every_learner_solution_cell_folds_the_first_two_hints_of_its_exercise()
             name = build_learner.exercise_after(nb.cells, i - 1)
             hints = exercises.exercise(name).hints
             text = cell.source
-            first, second, solution = (text.index(s) for s in ("Hint 1: where to look", "Hint 2: the approach",
-                                                                 "<summary>Show a solution</summary>"))
+            first, second, solution = (
+                text.index(s)
+                for s in ("Hint 1: where to look", "Hint 2: the approach", "<summary>Show a solution</summary>")
+            )
             assert first < second < solution, path.name
             assert build_learner.hints_markdown(name) in text
             assert hints[2] not in text[:solution]  # the third level, the exact fix, is hint()'s

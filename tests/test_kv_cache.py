@@ -21,10 +21,15 @@ CONFIGS = [
     pytest.param(dict(norm_first=False, tie_embeddings=False, positional="learned"), id="learned"),
     # Grouped-query and multi-query attention: the cache holds the shared key/value heads only.
     pytest.param(dict(norm_first=False, tie_embeddings=False, positional="sinusoidal", n_kv_heads=2), id="gqa"),
-    pytest.param(dict(norm_first=True, tie_embeddings=True, n_kv_heads=1, norm="rmsnorm", ffn="swiglu"), id="mqa-rmsnorm-swiglu"),
+    pytest.param(
+        dict(norm_first=True, tie_embeddings=True, n_kv_heads=1, norm="rmsnorm", ffn="swiglu"), id="mqa-rmsnorm-swiglu"
+    ),
     # Rotary positions: a new position's key is rotated at its absolute index before it is cached.
     pytest.param(dict(norm_first=False, tie_embeddings=False, positional="rotary"), id="rotary"),
-    pytest.param(dict(norm_first=True, tie_embeddings=True, positional="rotary", n_kv_heads=2, norm="rmsnorm", ffn="swiglu"), id="rotary-gqa-all"),
+    pytest.param(
+        dict(norm_first=True, tie_embeddings=True, positional="rotary", n_kv_heads=2, norm="rmsnorm", ffn="swiglu"),
+        id="rotary-gqa-all",
+    ),
 ]
 
 
@@ -93,7 +98,9 @@ def test_beam_outputs_and_scores_are_identical(options, eos_bias, beam_size):
     model = _model(options, eos_bias)
     src, src_mask = _padded_batch()
     ys, scores = beam_search(model, src, src_mask, 25, BOS, EOS, beam_size, 0.6, PAD, return_scores=True)
-    ys_c, scores_c = beam_search(model, src, src_mask, 25, BOS, EOS, beam_size, 0.6, PAD, return_scores=True, use_cache=True)
+    ys_c, scores_c = beam_search(
+        model, src, src_mask, 25, BOS, EOS, beam_size, 0.6, PAD, return_scores=True, use_cache=True
+    )
     assert torch.equal(ys_c, ys)
     torch.testing.assert_close(scores_c, scores, atol=1e-5, rtol=1e-5)
 

@@ -61,7 +61,9 @@ def _without_environment(line: str) -> str:
 def test_make_opens_jupyterlab_on_its_folder_with_the_args_given(target, folder):
     lines = _make_dry_run(target, "AS_ROOT=", "ARGS=--no-browser --port 8890 --IdentityProvider.token=abc")
     lab = [shlex.split(line) for line in lines if "jupyter lab" in line]
-    assert lab == [[".venv/bin/jupyter", "lab", folder, "--no-browser", "--port", "8890", "--IdentityProvider.token=abc"]], lines
+    assert lab == [
+        [".venv/bin/jupyter", "lab", folder, "--no-browser", "--port", "8890", "--IdentityProvider.token=abc"]
+    ], lines
     plain = [shlex.split(line) for line in _make_dry_run(target, "AS_ROOT=") if "jupyter lab" in line]
     assert plain == [[".venv/bin/jupyter", "lab", folder]], "an ARGS of the shell must not reach jupyter lab"
 
@@ -87,13 +89,24 @@ def test_make_learn_starts_a_quiet_jupyterlab_even_as_root(tmp_path):
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
     port, token = _free_port(), secrets.token_hex(8)
-    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "config"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
-           "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "user-settings"), "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "ws")}
+    env = {
+        **os.environ,
+        "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
+        "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+        "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "user-settings"),
+        "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "ws"),
+    }
     args = f"ARGS=--no-browser --ServerApp.ip=127.0.0.1 --port {port} --ServerApp.port_retries=0 --IdentityProvider.token={token}"
     log = tmp_path / "make-learn.log"
     with log.open("w") as out:
-        proc = subprocess.Popen(["make", "--no-print-directory", "learn", args], cwd=ROOT, env=env, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            ["make", "--no-print-directory", "learn", args],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 90
@@ -114,7 +127,9 @@ def test_make_learn_starts_a_quiet_jupyterlab_even_as_root(tmp_path):
             assert "you are root" in log.read_text()
     finally:
         with contextlib.suppress(OSError):
-            urllib.request.urlopen(urllib.request.Request(f"{base}/api/shutdown?token={token}", method="POST", data=b""), timeout=10)
+            urllib.request.urlopen(
+                urllib.request.Request(f"{base}/api/shutdown?token={token}", method="POST", data=b""), timeout=10
+            )
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=20)
         if proc.poll() is None:
@@ -199,17 +214,20 @@ def _ignored(path: str) -> bool:
     return done.returncode == 0
 
 
-@pytest.mark.parametrize("path, ignored", [
-    ("runs/quick/last.pt", True),
-    ("notebooks/runs/quick/best.pt", True),
-    ("learner/runs/09_resume_demo/last.pt", True),
-    ("notebooks/01_self_attention.html", True),
-    ("learner/01_self_attention.html", True),
-    ("notebooks/.ipynb_checkpoints/01_self_attention-checkpoint.ipynb", True),
-    ("learner/.ipynb_checkpoints/01_self_attention-checkpoint.ipynb", True),
-    ("notebooks/01_self_attention.ipynb", False),
-    ("learner/01_self_attention.ipynb", False),
-])
+@pytest.mark.parametrize(
+    "path, ignored",
+    [
+        ("runs/quick/last.pt", True),
+        ("notebooks/runs/quick/best.pt", True),
+        ("learner/runs/09_resume_demo/last.pt", True),
+        ("notebooks/01_self_attention.html", True),
+        ("learner/01_self_attention.html", True),
+        ("notebooks/.ipynb_checkpoints/01_self_attention-checkpoint.ipynb", True),
+        ("learner/.ipynb_checkpoints/01_self_attention-checkpoint.ipynb", True),
+        ("notebooks/01_self_attention.ipynb", False),
+        ("learner/01_self_attention.ipynb", False),
+    ],
+)
 def test_git_ignores_runs_exports_and_checkpoints_not_the_lessons(path, ignored):
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
@@ -283,7 +301,9 @@ def test_a_static_html_export_shows_every_explorers_picture(exported):
     for name, cell, saved in zip(EXPLORERS, cells[1:], nb.cells[1:]):
         copy = saved.outputs[1].data["image/png"]
         images = [img["src"] for img in cell.select("div.jp-OutputArea-output > img")]
-        assert images == [f"data:image/png;base64,{copy}"], f"{name}: the export shows {len(images)} pictures, not its static copy"
+        assert images == [f"data:image/png;base64,{copy}"], (
+            f"{name}: the export shows {len(images)} pictures, not its static copy"
+        )
         assert cell.select(f'script[type="{WIDGET_VIEW}"]'), f"{name}: the live widget is gone from the export"
         # The rule that hides the copy lives in the widget (drawn only by the widget script), never in the page's CSS.
         assert copy[-40:] not in css, f"{name}: the page's own CSS hides the static copy"

@@ -99,7 +99,9 @@ def _pe_by_loop(max_len: int, d_model: int, base: float) -> torch.Tensor:
     return pe
 
 
-@pytest.mark.parametrize("max_len, d_model, base", [(10, 8, 10000.0), (7, 6, 10000.0), (12, 4, 100.0), (50, 16, 1000.0)])
+@pytest.mark.parametrize(
+    "max_len, d_model, base", [(10, 8, 10000.0), (7, 6, 10000.0), (12, 4, 100.0), (50, 16, 1000.0)]
+)
 def test_sinusoidal_matches_formula(max_len, d_model, base) -> None:
     pe = sinusoidal_positional_encoding(max_len, d_model, base=base)
     assert pe.shape == (max_len, d_model)
@@ -141,7 +143,9 @@ def test_positional_encoding_base_argument_reaches_table() -> None:
     torch.testing.assert_close(pe.pe.double(), _pe_by_loop(12, 8, 100.0), atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("module", [PositionalEncoding(8, 0.0, max_len=4), LearnedPositionalEmbedding(8, 0.0, max_len=4)])
+@pytest.mark.parametrize(
+    "module", [PositionalEncoding(8, 0.0, max_len=4), LearnedPositionalEmbedding(8, 0.0, max_len=4)]
+)
 def test_positions_beyond_max_len_raise_clear_error(module) -> None:
     module(torch.zeros(1, 4, 8))  # exactly max_len is fine
     with pytest.raises(ValueError, match="max_len"):

@@ -46,7 +46,7 @@ def causal_mask(size):
     # END SOLUTION
 '''
 
-CLASS_EXERCISE = '''\
+CLASS_EXERCISE = """\
 class Layer(nn.Module):
     def __init__(self, d_model):
         super().__init__()
@@ -63,7 +63,7 @@ class Layer(nn.Module):
         y = SOLUTION_FORWARD(x)
         return y
         # END SOLUTION
-'''
+"""
 
 
 # --- helpers -----------------------------------------------------------------------
@@ -95,12 +95,24 @@ def course_root(tmp_path: Path) -> Path:
     """A tiny course: one notebook with a function exercise, one with a class, one without exercise."""
     (tmp_path / "pyproject.toml").write_text(PYPROJECT, encoding="utf-8")
     _write_notebook(tmp_path, "00_intro.ipynb", [_code("print('hello')")])
-    _write_notebook(tmp_path, "01_function.ipynb", [
-        _code("import torch"), _code(FUNCTION_EXERCISE), _code("check_causal_mask(causal_mask)"),
-    ])
-    _write_notebook(tmp_path, "02_class.ipynb", [
-        _code("from torch import nn"), _code(CLASS_EXERCISE), _code("check_layer(Layer)"),
-    ])
+    _write_notebook(
+        tmp_path,
+        "01_function.ipynb",
+        [
+            _code("import torch"),
+            _code(FUNCTION_EXERCISE),
+            _code("check_causal_mask(causal_mask)"),
+        ],
+    )
+    _write_notebook(
+        tmp_path,
+        "02_class.ipynb",
+        [
+            _code("from torch import nn"),
+            _code(CLASS_EXERCISE),
+            _code("check_layer(Layer)"),
+        ],
+    )
     return tmp_path
 
 
@@ -134,9 +146,12 @@ def test_function_block_becomes_stub_at_its_indentation(course_root):
 def test_class_methods_and_nested_blocks(course_root):
     nb = _build(course_root, "02_class.ipynb")
     source = _cell(nb, "c02-learner").source
-    assert "        super().__init__()\n        # YOUR CODE HERE\n        raise NotImplementedError(\"make self.w = nn.Linear(d_model, d_model)\")" in source
+    assert (
+        '        super().__init__()\n        # YOUR CODE HERE\n        raise NotImplementedError("make self.w = nn.Linear(d_model, d_model)")'
+        in source
+    )
     assert "            # YOUR CODE HERE\n            raise NotImplementedError(" in source  # inside the if
-    assert "        raise NotImplementedError(\"return self.w(x)\")" in source
+    assert '        raise NotImplementedError("return self.w(x)")' in source
     assert source.count("raise NotImplementedError") == 3
     assert "if x is None:" in source and "def forward(self, x):" in source  # code outside the blocks stays
 
@@ -171,7 +186,12 @@ def test_solution_one_click_away_right_after_the_exercise(course_root):
     text = details.source
     assert text.startswith("<details><summary>Show a solution</summary>") and text.rstrip().endswith("</details>")
     assert "```python\n" in text
-    for line in ("self.w = SOLUTION_INIT(d_model)", "return SOLUTION_NESTED(x)", "y = SOLUTION_FORWARD(x)", "def forward(self, x):"):
+    for line in (
+        "self.w = SOLUTION_INIT(d_model)",
+        "return SOLUTION_NESTED(x)",
+        "y = SOLUTION_FORWARD(x)",
+        "def forward(self, x):",
+    ):
         assert line in text
     assert "BEGIN SOLUTION" not in text  # the markers are build instructions, not part of the answer
     assert sum(c.source.startswith("<details>") for c in nb.cells) == 1  # one per exercise cell, not per block
@@ -211,7 +231,9 @@ def test_check_lists_stale_missing_and_orphaned_files_without_writing(course_roo
     build_learner.write_all(course_root, course)
     learner = course_root / "learner"
     source = course_root / "notebooks" / "01_function.ipynb"
-    source.write_text(source.read_text(encoding="utf-8").replace("Docstring stays.", "Docstring changed."), encoding="utf-8")
+    source.write_text(
+        source.read_text(encoding="utf-8").replace("Docstring stays.", "Docstring changed."), encoding="utf-8"
+    )
     (learner / "00_intro.ipynb").unlink()
     (learner / "09_orphan.ipynb").write_text("{}", encoding="utf-8")
     before = {p.name: p.read_bytes() for p in learner.iterdir()}
@@ -231,8 +253,13 @@ def test_check_lists_stale_missing_and_orphaned_files_without_writing(course_roo
 @pytest.mark.parametrize("tool", ["colab", "build_learner"])
 def test_the_tools_run_as_modules_of_the_installed_package(course_root, tool):
     """``make learner`` runs ``python -m transformer_lessons.authoring.<tool>``: from any folder, no sys.path edit."""
-    run = subprocess.run([sys.executable, "-m", f"transformer_lessons.authoring.{tool}", "--root", str(course_root)],
-                         capture_output=True, text=True, timeout=120, cwd=course_root)
+    run = subprocess.run(
+        [sys.executable, "-m", f"transformer_lessons.authoring.{tool}", "--root", str(course_root)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=course_root,
+    )
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith(f"{tool}: "), run.stdout  # its own report, not another program's
 
@@ -302,7 +329,9 @@ def test_stamp_keeps_an_executed_setup_cell_and_check_sees_changes(course_root, 
     assert _cell(nbformat.read(path, as_version=4), "colab-setup").execution_count == 1
 
     moved = colab.Course(repository="https://github.com/someone-else/fork", pins=course.pins)
-    assert colab.run(course_root, moved, check=True, dirs=("notebooks",)) == colab.notebook_paths(course_root, ("notebooks",))
+    assert colab.run(course_root, moved, check=True, dirs=("notebooks",)) == colab.notebook_paths(
+        course_root, ("notebooks",)
+    )
     assert colab.run(course_root, course, check=True, dirs=("notebooks",)) == []
 
 
@@ -330,7 +359,12 @@ def test_the_repository_address_has_one_source(course_root):
     assert colab.main(["--root", str(course_root), "--check"]) == 2
 
 
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "notebooks" / "README.md", ROOT / "learner" / "README.md"]
+DOCS = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    ROOT / "notebooks" / "README.md",
+    ROOT / "learner" / "README.md",
+]
 
 
 @pytest.mark.parametrize("path", [p for p in DOCS if p.exists()], ids=lambda p: p.relative_to(ROOT).as_posix())
@@ -363,7 +397,12 @@ _RUN_SETUP = textwrap.dedent("""\
 
 def _run_setup_cell(source: str, where: str) -> tuple[list, str]:
     proc = subprocess.run(
-        [sys.executable, "-c", _RUN_SETUP, where], input=source, capture_output=True, text=True, timeout=120, check=True,
+        [sys.executable, "-c", _RUN_SETUP, where],
+        input=source,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     )
     *printed, calls = proc.stdout.splitlines()
     return json.loads(calls), "\n".join(printed) + proc.stderr
@@ -439,7 +478,7 @@ def test_setup_cell_pip_calls_print_nothing_where_the_pins_cannot_hold(course_ro
     calls, _ = _run_setup_cell(colab.setup_source("notebooks/01_function.ipynb", course), "colab")
     replay = []
     for call in (c for c in calls if "pip" in c):
-        args = call[call.index("install"):]  # drop [sys.executable, "-m", "pip"]
+        args = call[call.index("install") :]  # drop [sys.executable, "-m", "pip"]
         replay.append([*args[:1], *offline, *(a.replace(f"git+{URL}@main", "example") for a in args[1:])])
     for args in replay:
         assert pip(args) == "", f"pip {' '.join(args)} printed something"
@@ -524,7 +563,9 @@ def test_figure_links_follow_the_repository_address(figure_root):
 
 def test_a_missing_figure_stops_stamping_before_anything_is_written(figure_root, capsys):
     path = figure_root / "notebooks" / "03_figure.ipynb"
-    path.write_text(path.read_text(encoding="utf-8").replace("../images/fig.svg)", "../images/nope.svg)"), encoding="utf-8")
+    path.write_text(
+        path.read_text(encoding="utf-8").replace("../images/fig.svg)", "../images/nope.svg)"), encoding="utf-8"
+    )
     before = {p: p.read_bytes() for p in colab.notebook_paths(figure_root)}
     assert colab.main(["--root", str(figure_root)]) == 2
     assert "notebooks/03_figure.ipynb shows images/nope.svg" in capsys.readouterr().err
@@ -578,7 +619,9 @@ def test_every_figure_the_course_shows_is_in_images():
     missing = []
     for path in colab.notebook_paths(ROOT):
         rel = path.relative_to(ROOT).as_posix()
-        missing += [f"{rel}: {figure}" for figure in colab.missing_figures(nbformat.read(path, as_version=4), rel, course)]
+        missing += [
+            f"{rel}: {figure}" for figure in colab.missing_figures(nbformat.read(path, as_version=4), rel, course)
+        ]
     assert not missing, "figures shown but not in images/ (run images/make_figures.py?):\n" + "\n".join(missing)
 
 
@@ -605,21 +648,28 @@ def test_learner_notebook_runs_with_every_exercise_open(path, monkeypatch, tmp_p
     monkeypatch.setenv("TRANSFORMER_LESSONS_PROGRESS", str(tmp_path / "progress.json"))  # this notebook's checks alone
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(
-        nb, timeout=600, kernel_name="python3", allow_errors=True, resources={"metadata": {"path": str(LEARNER)}},
+        nb,
+        timeout=600,
+        kernel_name="python3",
+        allow_errors=True,
+        resources={"metadata": {"path": str(LEARNER)}},
     )
     client.execute()  # in memory: the learner file on disk stays clean
 
     errors = [
         f"cell {i} ({c.id}): {o.ename}: {o.evalue}"
-        for i, c in enumerate(nb.cells) if c.cell_type == "code"
-        for o in c.outputs if o.output_type == "error"
+        for i, c in enumerate(nb.cells)
+        if c.cell_type == "code"
+        for o in c.outputs
+        if o.output_type == "error"
     ]
     assert not errors, f"{path.name} fails while its exercises are stubs:\n" + "\n".join(errors)
 
     exercises = [i for i, c in enumerate(nb.cells) if build_learner.SOLUTION_TAG in c.metadata.get("tags", [])]
     for i in exercises:
         check = next(
-            (c for c in nb.cells[i + 1:] if c.cell_type == "code" and re.search(r"check_\w+\(", c.source)), None,
+            (c for c in nb.cells[i + 1 :] if c.cell_type == "code" and re.search(r"check_\w+\(", c.source)),
+            None,
         )
         assert check is not None, f"{path.name}: no check after the exercise {nb.cells[i - 1].id}"
         assert "not implemented yet" in _outputs_text(check), (

@@ -136,8 +136,8 @@ def test_masked_positions_get_zero_attention_everywhere() -> None:
     src_len = [7, 4, 2]
     tgt_len = [6, 3, 5]
     for b in range(B):
-        src[b, src_len[b]:] = PAD
-        tgt[b, tgt_len[b]:] = PAD
+        src[b, src_len[b] :] = PAD
+        tgt[b, tgt_len[b] :] = PAD
     run(model, src, tgt)
     w = model.attention_weights()
     assert set(w) == {"encoder", "decoder_self", "cross"}
@@ -149,11 +149,11 @@ def test_masked_positions_get_zero_attention_everywhere() -> None:
             assert (layer >= 0).all()
     for b in range(B):
         for layer in w["encoder"] + w["cross"]:
-            assert (layer[b, :, :, src_len[b]:] == 0).all()  # padding keys of the source
+            assert (layer[b, :, :, src_len[b] :] == 0).all()  # padding keys of the source
             assert (layer[b, :, :, : src_len[b]] > 0).all()  # and nothing else is blocked
         for layer in w["decoder_self"]:
             assert (layer[b].triu(diagonal=1) == 0).all()  # future keys
-            assert (layer[b, :, :, tgt_len[b]:] == 0).all()  # padding keys of the target
+            assert (layer[b, :, :, tgt_len[b] :] == 0).all()  # padding keys of the target
             assert (layer[b].tril()[:, : tgt_len[b], : tgt_len[b]] > 0).sum() == 4 * tgt_len[b] * (tgt_len[b] + 1) // 2
 
 

@@ -309,7 +309,9 @@ def test_rotated_scores_depend_only_on_the_distance():
     for shift in (1, 17, 250):
         shifted = apply_rotary(q, shift) @ apply_rotary(k, shift).transpose(-2, -1)  # m + shift, n + shift
         torch.testing.assert_close(shifted, scores, atol=1e-4, rtol=1e-4)
-    assert not torch.allclose(apply_rotary(q, 3) @ apply_rotary(k, 0).transpose(-2, -1), scores, atol=1e-2)  # m - n changed
+    assert not torch.allclose(
+        apply_rotary(q, 3) @ apply_rotary(k, 0).transpose(-2, -1), scores, atol=1e-2
+    )  # m - n changed
 
 
 def test_rotary_attention_is_attention_over_rotated_queries_and_keys():
@@ -372,13 +374,21 @@ def test_a_checkpoint_of_every_option_loads_back_and_exports(tmp_path):
     from transformer_lessons.data import Vocab
     from transformer_lessons.specials import SPECIALS
 
-    options = dict(norm="rmsnorm", ffn="swiglu", n_kv_heads=2, positional="rotary", norm_first=True, tie_embeddings=True)
+    options = dict(
+        norm="rmsnorm", ffn="swiglu", n_kv_heads=2, positional="rotary", norm_first=True, tie_embeddings=True
+    )
     model = small_model(**options).eval()
     src_vocab = Vocab([*SPECIALS, *(f"s{i}" for i in range(SRC_V - len(SPECIALS)))])
     tgt_vocab = Vocab([*SPECIALS, *(f"t{i}" for i in range(TGT_V - len(SPECIALS)))])
     assert (len(src_vocab), len(tgt_vocab)) == (SRC_V, TGT_V)
-    ckpt = dict(format=CHECKPOINT_FORMAT, version=CHECKPOINT_VERSION, model=model.state_dict(), model_config=model.config.to_dict(),
-                src_vocab=src_vocab.to_dict(), tgt_vocab=tgt_vocab.to_dict())
+    ckpt = dict(
+        format=CHECKPOINT_FORMAT,
+        version=CHECKPOINT_VERSION,
+        model=model.state_dict(),
+        model_config=model.config.to_dict(),
+        src_vocab=src_vocab.to_dict(),
+        tgt_vocab=tgt_vocab.to_dict(),
+    )
     save_checkpoint(ckpt, tmp_path / "best.pt")
     src, tgt = batch()
     for path in (tmp_path / "best.pt", tmp_path / "small.pt"):

@@ -56,8 +56,14 @@ def test_nbval_markers_are_alone_on_their_line(notebook):
         for line in _source(cell).splitlines() if cell["cell_type"] == "code" else []:
             comment = line.strip().lstrip("#").strip()
             if line.strip().startswith("#") and comment.startswith("NBVAL_"):
-                assert comment in ("NBVAL_IGNORE_OUTPUT", "NBVAL_CHECK_OUTPUT", "NBVAL_RAISES_EXCEPTION", "NBVAL_SKIP"), (
-                    f"{path.name}: `{line.strip()}`: put the nbval marker alone on its line (a reason goes on the next line)")
+                assert comment in (
+                    "NBVAL_IGNORE_OUTPUT",
+                    "NBVAL_CHECK_OUTPUT",
+                    "NBVAL_RAISES_EXCEPTION",
+                    "NBVAL_SKIP",
+                ), (
+                    f"{path.name}: `{line.strip()}`: put the nbval marker alone on its line (a reason goes on the next line)"
+                )
 
 
 def test_saved_with_outputs_and_no_errors(notebook):
@@ -98,9 +104,13 @@ def test_exercises_have_checks(notebook):
     for i in exercise_cells:
         s = sources[i]
         assert s.count("# BEGIN SOLUTION") == s.count("# END SOLUTION"), f"{path.name}: unbalanced solution markers"
-        assert re.search(r"# BEGIN SOLUTION:\s*\S", s), f"{path.name}: the BEGIN SOLUTION line must carry the stub's hint"
+        assert re.search(r"# BEGIN SOLUTION:\s*\S", s), (
+            f"{path.name}: the BEGIN SOLUTION line must carry the stub's hint"
+        )
         later = "\n".join(sources[i + 1 : i + 3])
-        assert re.search(r"check_\w+\(", later), f"{path.name}: the exercise in code cell {i} is not followed by a check"
+        assert re.search(r"check_\w+\(", later), (
+            f"{path.name}: the exercise in code cell {i} is not followed by a check"
+        )
 
 
 def test_explorer_notebooks_have_an_attention_widget(notebook):
@@ -108,13 +118,17 @@ def test_explorer_notebooks_have_an_attention_widget(notebook):
     if path.name[:2] not in WITH_EXPLORER:
         return
     code = "\n".join(_source(c) for c in nb["cells"] if c["cell_type"] == "code")
-    assert "attention_explorer(" in code, f"{path.name} should let the learner explore attention with viz.attention_explorer"
+    assert "attention_explorer(" in code, (
+        f"{path.name} should let the learner explore attention with viz.attention_explorer"
+    )
 
 
 def test_no_path_hacks(notebook):
     path, nb = notebook
     code = "\n".join(_source(c) for c in nb["cells"] if c["cell_type"] == "code")
-    assert "sys.path" not in code and "os.chdir" not in code, f"{path.name}: import the installed package, no sys.path/os.chdir hacks"
+    assert "sys.path" not in code and "os.chdir" not in code, (
+        f"{path.name}: import the installed package, no sys.path/os.chdir hacks"
+    )
 
 
 def test_ends_with_a_summary_and_a_link_to_the_next_notebook(notebook):
@@ -134,7 +148,9 @@ ROOT = NOTEBOOKS[0].parent.parent
 
 def _minutes(text: str, row_pattern: str, what: str) -> dict[str, int]:
     found = {m["nn"]: int(m["min"]) for m in re.finditer(row_pattern, text, re.M)}
-    assert sorted(found) == [p.name[:2] for p in NOTEBOOKS], f"{what} should give a time for every notebook, found {sorted(found)}"
+    assert sorted(found) == [p.name[:2] for p in NOTEBOOKS], (
+        f"{what} should give a time for every notebook, found {sorted(found)}"
+    )
     return found
 
 
@@ -146,9 +162,21 @@ def test_every_list_of_the_course_gives_the_durations_the_notebooks_give():
         assert time, f"{path.name}: the introduction should say '**Time:** about N minutes'"
         intros[path.name[:2]] = int(time[1])
     lists = {
-        "README.md": _minutes((ROOT / "README.md").read_text(encoding="utf-8"), r"^\| `(?P<nn>\d\d)_\w+` \|.*\| (?P<min>\d+) min", "README.md's table"),
-        "notebooks/README.md": _minutes((ROOT / "notebooks" / "README.md").read_text(encoding="utf-8"), r"^\| (?P<nn>\d\d) \|.*\| (?P<min>\d+) min", "notebooks/README.md"),
-        "docs/teaching.md": _minutes((ROOT / "docs" / "teaching.md").read_text(encoding="utf-8"), r"^### (?P<nn>\d\d) · .*\((?P<min>\d+) min\)", "the teacher's guide"),
+        "README.md": _minutes(
+            (ROOT / "README.md").read_text(encoding="utf-8"),
+            r"^\| `(?P<nn>\d\d)_\w+` \|.*\| (?P<min>\d+) min",
+            "README.md's table",
+        ),
+        "notebooks/README.md": _minutes(
+            (ROOT / "notebooks" / "README.md").read_text(encoding="utf-8"),
+            r"^\| (?P<nn>\d\d) \|.*\| (?P<min>\d+) min",
+            "notebooks/README.md",
+        ),
+        "docs/teaching.md": _minutes(
+            (ROOT / "docs" / "teaching.md").read_text(encoding="utf-8"),
+            r"^### (?P<nn>\d\d) · .*\((?P<min>\d+) min\)",
+            "the teacher's guide",
+        ),
     }
     for where, minutes in lists.items():
         assert minutes == intros, f"{where} disagrees with the notebooks' introductions: {minutes} vs {intros}"
@@ -171,7 +199,11 @@ def test_saved_widgets_carry_a_picture_for_viewers_without_widgets(notebook):
     # empty box when the notebook saved the widget state: each explorer leaves a static copy of its picture, an
     # output of its own right after the widget (transformer_lessons/viz/widgets.py says why).
     path, nb = notebook
-    explorers = [c for c in nb["cells"] if re.search(r"\b(attention_explorer|positional_encoding_explorer|generation_stepper|translator)\(", _source(c))]
+    explorers = [
+        c
+        for c in nb["cells"]
+        if re.search(r"\b(attention_explorer|positional_encoding_explorer|generation_stepper|translator)\(", _source(c))
+    ]
     for c in explorers:  # (tqdm's progress bars are widgets too, and need no picture)
         outputs = c.get("outputs", [])
         assert outputs, f"{path.name}: the explorer in cell {c.get('id')} is saved without its output"
@@ -181,13 +213,17 @@ def test_saved_widgets_carry_a_picture_for_viewers_without_widgets(notebook):
             "(saved by an older version of the package?): re-run the notebook, e.g. `make execute`"
         )
         for i in copies:
-            assert i > 0 and WIDGET_VIEW in outputs[i - 1].get("data", {}), f"{path.name}: a static copy in cell {c.get('id')} follows no widget"
+            assert i > 0 and WIDGET_VIEW in outputs[i - 1].get("data", {}), (
+                f"{path.name}: a static copy in cell {c.get('id')} follows no widget"
+            )
 
 
 # Learner notebooks are saved without outputs, and each learner's run prints numbers of its own: their text must not
 # describe the outputs of the run saved in notebooks/. A number under discussion is printed by the learner's own run
 # (the text points at it), or quoted with the file it comes from (results/...).
-SAVED_RUN = re.compile(r"saved here|\b(?:run|outputs?|numbers?|figures?) saved\b|\bin (?:the|this) (?:saved )?run\b", re.I)
+SAVED_RUN = re.compile(
+    r"saved here|\b(?:run|outputs?|numbers?|figures?) saved\b|\bin (?:the|this) (?:saved )?run\b", re.I
+)
 LEARNER_NOTEBOOKS = sorted((ROOT / "learner").glob("[0-9][0-9]_*.ipynb"))
 
 
@@ -205,19 +241,37 @@ def test_learner_text_describes_only_what_the_learners_own_run_shows(path):
 
 
 def test_the_saved_run_rule_catches_the_phrasings_it_is_for():
-    for text in ("In the run saved here the best head", "(all but one of the 200 in the run saved\nhere)",
-                 "the numbers saved here", "in this run, greedy wins"):
+    for text in (
+        "In the run saved here the best head",
+        "(all but one of the 200 in the run saved\nhere)",
+        "the numbers saved here",
+        "in this run, greedy wins",
+    ):
         assert _saved_run_mentions({"cells": [{"cell_type": "markdown", "source": text}]}), text
-    assert not _saved_run_mentions({"cells": [{"cell_type": "markdown", "source": "run it again: it resumes where it stopped"}]})
+    assert not _saved_run_mentions(
+        {"cells": [{"cell_type": "markdown", "source": "run it again: it resumes where it stopped"}]}
+    )
 
 
 def test_every_introduction_says_how_long_the_notebook_runs_as_the_table_does():
     # scripts/write_run_times.py writes both from results/notebook_times.json (make execute measures it).
-    table = {m["nn"]: m["text"] for m in re.finditer(r"^\| (?P<nn>\d\d) \| `\d\d_\w+\.ipynb` \| (?P<text>[^|]+) \|$",
-                                                     (ROOT / "notebooks" / "README.md").read_text(encoding="utf-8"), re.M)}
-    assert sorted(table) == [p.name[:2] for p in NOTEBOOKS], f"notebooks/README.md's run-time table lists {sorted(table)}"
+    table = {
+        m["nn"]: m["text"]
+        for m in re.finditer(
+            r"^\| (?P<nn>\d\d) \| `\d\d_\w+\.ipynb` \| (?P<text>[^|]+) \|$",
+            (ROOT / "notebooks" / "README.md").read_text(encoding="utf-8"),
+            re.M,
+        )
+    }
+    assert sorted(table) == [p.name[:2] for p in NOTEBOOKS], (
+        f"notebooks/README.md's run-time table lists {sorted(table)}"
+    )
     for path in NOTEBOOKS:
         first = next(c for c in _load(path)["cells"] if "colab-badge" not in c.get("metadata", {}).get("tags", []))
-        said = re.search(r"^\*\*Running it:\*\* (.+?), top to bottom in the quick mode, on a 2-core laptop CPU", _source(first), re.M)
+        said = re.search(
+            r"^\*\*Running it:\*\* (.+?), top to bottom in the quick mode, on a 2-core laptop CPU", _source(first), re.M
+        )
         assert said, f"{path.name}: the introduction should say '**Running it:** ...' (scripts/write_run_times.py)"
-        assert said[1].replace(" of computing", "") == table[path.name[:2]], f"{path.name} and notebooks/README.md disagree"
+        assert said[1].replace(" of computing", "") == table[path.name[:2]], (
+            f"{path.name} and notebooks/README.md disagree"
+        )

@@ -19,7 +19,9 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")) + sorted((ROOT / "learner").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")) + sorted(
+    (ROOT / "learner").glob("[0-9][0-9]_*.ipynb")
+)
 PACKAGE = "transformer_lessons"
 
 
@@ -77,9 +79,22 @@ def test_every_package_name_a_notebook_uses_exists(path):
 
 
 def test_the_rule_finds_names_that_moved():
-    assert missing_names("from transformer_lessons.train import train, train_step") == ["transformer_lessons.train.train"]
-    assert missing_names("import transformer_lessons.train as training\ntraining.noam_rate(1, 2, 3)") == ["transformer_lessons.train.noam_rate"]
-    assert missing_names("from transformer_lessons import decode\ndecode.greedy_decode\ndecode.translate") == ["transformer_lessons.decode.translate"]
+    assert missing_names("from transformer_lessons.train import train, train_step") == [
+        "transformer_lessons.train.train"
+    ]
+    assert missing_names("import transformer_lessons.train as training\ntraining.noam_rate(1, 2, 3)") == [
+        "transformer_lessons.train.noam_rate"
+    ]
+    assert missing_names("from transformer_lessons import decode\ndecode.greedy_decode\ndecode.translate") == [
+        "transformer_lessons.decode.translate"
+    ]
     assert missing_names("from transformer_lessons import translation\ntranslation.translate") == []
-    assert missing_names("from transformer_lessons.kv_cache import greedy_decode_cached") == ["transformer_lessons.kv_cache.greedy_decode_cached"]
-    assert missing_names("from transformer_lessons.run import train\nfrom transformer_lessons import viz\nviz.plot_attention") == []
+    assert missing_names("from transformer_lessons.kv_cache import greedy_decode_cached") == [
+        "transformer_lessons.kv_cache.greedy_decode_cached"
+    ]
+    assert (
+        missing_names(
+            "from transformer_lessons.run import train\nfrom transformer_lessons import viz\nviz.plot_attention"
+        )
+        == []
+    )

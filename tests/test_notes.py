@@ -26,7 +26,9 @@ FOREIGN = "datetime.datetime.utcnow() is deprecated and scheduled for removal in
 
 def _foreign_warning() -> None:
     """A warning of another package, as jupyter_client 7's session raises it on Python >= 3.12."""
-    warnings.warn_explicit(FOREIGN, DeprecationWarning, filename="jupyter_client/session.py", lineno=1, module="jupyter_client.session")
+    warnings.warn_explicit(
+        FOREIGN, DeprecationWarning, filename="jupyter_client/session.py", lineno=1, module="jupyter_client.session"
+    )
 
 
 def _our_note() -> None:

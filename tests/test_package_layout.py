@@ -44,7 +44,11 @@ def _is_type_checking_block(node: ast.AST) -> bool:
 def _imports(name: str, path: Path, type_checking: bool = False) -> set[str]:
     """The package's modules that ``name`` imports, at the top or inside functions (under TYPE_CHECKING too if asked)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    skip = set() if type_checking else {id(n) for block in ast.walk(tree) if _is_type_checking_block(block) for n in ast.walk(block)}
+    skip = (
+        set()
+        if type_checking
+        else {id(n) for block in ast.walk(tree) if _is_type_checking_block(block) for n in ast.walk(block)}
+    )
     found = set()
     for node in ast.walk(tree):
         if id(node) in skip:
@@ -58,7 +62,9 @@ def _imports(name: str, path: Path, type_checking: bool = False) -> set[str]:
                 module = ".".join(base + ([node.module] if node.module else []))
             else:
                 module = node.module or ""
-            targets = [f"{module}.{alias.name}" if f"{module}.{alias.name}" in MODULES else module for alias in node.names]
+            targets = [
+                f"{module}.{alias.name}" if f"{module}.{alias.name}" in MODULES else module for alias in node.names
+            ]
         else:
             continue
         found.update(t for t in targets if t in MODULES and t != name)
@@ -78,7 +84,11 @@ def test_module_is_short(name):
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_functions_fit_on_a_screen(name):
     tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
-    long = [f"{f.name} (line {f.lineno}, {f.end_lineno - f.lineno + 1} lines)" for f in _functions(tree) if f.end_lineno - f.lineno + 1 > MAX_FUNCTION_LINES]
+    long = [
+        f"{f.name} (line {f.lineno}, {f.end_lineno - f.lineno + 1} lines)"
+        for f in _functions(tree)
+        if f.end_lineno - f.lineno + 1 > MAX_FUNCTION_LINES
+    ]
     assert not long, f"{name}: functions over {MAX_FUNCTION_LINES} lines: {long}"
 
 
@@ -92,7 +102,7 @@ def _cycle(type_checking: bool = False) -> list[str] | None:
         stack.append(node)
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                return stack[stack.index(nxt):] + [nxt]
+                return stack[stack.index(nxt) :] + [nxt]
             if nxt not in state and (found := visit(nxt)):
                 return found
         stack.pop()
@@ -123,4 +133,6 @@ def test_the_key_value_cache_knows_nothing_of_the_model():
 
 
 def test_decoding_imports_nothing_from_training():
-    assert "transformer_lessons.train" not in _imports("transformer_lessons.decode", MODULES["transformer_lessons.decode"])
+    assert "transformer_lessons.train" not in _imports(
+        "transformer_lessons.decode", MODULES["transformer_lessons.decode"]
+    )

@@ -27,7 +27,9 @@ from transformer_lessons.pretrained import PretrainedError, course_model_file, l
 from transformer_lessons.checkpoint import CHECKPOINT_FORMAT, CHECKPOINT_VERSION, export_for_inference
 
 ROOT = Path(__file__).resolve().parents[1]
-METRICS = {"test_2016_flickr": {"bleu": 12.345, "signature": "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"}}
+METRICS = {
+    "test_2016_flickr": {"bleu": 12.345, "signature": "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"}
+}
 HISTORY = [{"epoch": 1, "train_loss": 5.0, "val_bleu": None}]
 
 
@@ -116,13 +118,21 @@ def test_the_repository_copy_is_found_checked_and_translates(setting, fake_model
 
 @pytest.mark.parametrize("damage", ["truncated", "lfs pointer"])
 def test_a_corrupt_repository_copy_is_reported_not_used(setting, fake_model, damage):
-    data = fake_model[:1000] if damage == "truncated" else b"version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 123\n"
+    data = (
+        fake_model[:1000]
+        if damage == "truncated"
+        else b"version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 123\n"
+    )
     path = put(pretrained.CHECKOUT / "results" / "cpu", data)
     put(pretrained.cached_copy().parent, fake_model)  # a good copy elsewhere does not hide the problem
     with pytest.raises(PretrainedError) as info:
         course_model_file(progress=False)
     message = str(info.value)
-    assert f"{path} is corrupt" in message and hashlib.sha256(data).hexdigest() in message and pretrained.COURSE_MODEL_SHA256 in message
+    assert (
+        f"{path} is corrupt" in message
+        and hashlib.sha256(data).hexdigest() in message
+        and pretrained.COURSE_MODEL_SHA256 in message
+    )
     assert f"git checkout -- {pretrained.COURSE_MODEL_PATH}" in message and "delete it" in message
     assert ("git lfs pull" in message) == (damage == "lfs pointer")
     assert setting.calls == []
@@ -163,14 +173,20 @@ def test_offline_with_no_copy_gives_one_clear_message(setting):
     message = str(info.value)
     url = pretrained.raw_url(pretrained.COURSE_MODEL_PATH)
     assert message.startswith(f"could not download the course's model from {url} (") and "\n" not in message
-    assert str(pretrained.cached_copy()) in message and f"{pretrained.MODEL_ENV}=" in message and "train --preset quick" in message
+    assert (
+        str(pretrained.cached_copy()) in message
+        and f"{pretrained.MODEL_ENV}=" in message
+        and "train --preset quick" in message
+    )
     assert list(pretrained.cached_copy().parent.iterdir()) == []
 
 
 def test_the_model_env_variable_is_used_as_is_and_must_exist(setting, monkeypatch, tmp_path):
     own = tmp_path / "mine.pt"
     monkeypatch.setenv(pretrained.MODEL_ENV, str(own))
-    with pytest.raises(PretrainedError, match=f"{pretrained.MODEL_ENV}={re.escape(str(own))} but there is no file there"):
+    with pytest.raises(
+        PretrainedError, match=f"{pretrained.MODEL_ENV}={re.escape(str(own))} but there is no file there"
+    ):
         course_model_file()
     own.write_bytes(b"my own export, another SHA-256")
     assert course_model_file() == own and setting.calls == []
@@ -192,4 +208,3 @@ def test_the_download_address_comes_from_pyproject(monkeypatch):
     monkeypatch.setattr(pretrained, "CHECKOUT", ROOT / "nowhere")
     with pytest.raises(PretrainedError, match=r"\[project.urls\] Repository"):
         pretrained.raw_url(pretrained.COURSE_MODEL_PATH)
-

@@ -81,7 +81,7 @@ def test_a_corrupt_file_costs_one_line_and_no_traceback(record_file, capsys):
     assert status_of("mask_inversion") == "pass"  # a new record replaced the broken one
 
 
-@pytest.mark.parametrize("content", ['{"exercises": [1, 2]}', '[]', '{"version": 1}'])
+@pytest.mark.parametrize("content", ['{"exercises": [1, 2]}', "[]", '{"version": 1}'])
 def test_a_file_of_another_shape_is_read_as_empty(record_file, capsys, content):
     record_file.write_text(content, encoding="utf-8")
     assert all(row[2] is None for row in transformer_lessons.progress().rows)

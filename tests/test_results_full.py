@@ -42,7 +42,15 @@ def test_pairs() -> list[tuple[str, str]]:
 
 
 def test_the_record_is_complete(metrics):
-    for name in ("command.txt", "train.log", "metrics.json", "history.json", "test_hypotheses.txt", "model_fp16.pt", "bench_train.txt"):
+    for name in (
+        "command.txt",
+        "train.log",
+        "metrics.json",
+        "history.json",
+        "test_hypotheses.txt",
+        "model_fp16.pt",
+        "bench_train.txt",
+    ):
         assert (RUN / name).is_file(), f"results/full/{name} is missing"
     command = (RUN / "command.txt").read_text(encoding="utf-8")
     assert "--preset full" in command and "commit: " in command
@@ -70,7 +78,12 @@ def test_the_model_file_is_small_and_loads_with_weights_only():
 
 def test_on_a_cpu_it_translates_as_it_did_on_the_gpu(metrics, hypotheses, test_pairs):
     german = [de for de, _ in test_pairs[:SAMPLE]]
-    outputs = translate(str(MODEL), german, beam_size=metrics["test_2016_flickr"]["beam_size"],
-                        length_penalty=metrics["test_2016_flickr"]["length_penalty"], device="cpu")
+    outputs = translate(
+        str(MODEL),
+        german,
+        beam_size=metrics["test_2016_flickr"]["beam_size"],
+        length_penalty=metrics["test_2016_flickr"]["length_penalty"],
+        device="cpu",
+    )
     same = sum(a == b for a, b in zip(outputs, hypotheses[:SAMPLE]))
     assert same >= SAMPLE - 2, f"only {same} of {SAMPLE} translations match the GPU run's"

@@ -72,7 +72,9 @@ def test_predictions_are_the_teacher_forced_argmax_in_eval_mode(batch_and_model)
     model.train()
     assert predictions.shape == batch.tgt_in.shape and torch.equal(predictions, expected)
     sampled = model_predictions(model, batch, sample=True, generator=torch.Generator().manual_seed(0))
-    assert sampled.shape == batch.tgt_in.shape and not torch.equal(sampled, predictions), "sample=True draws from the softmax"
+    assert sampled.shape == batch.tgt_in.shape and not torch.equal(sampled, predictions), (
+        "sample=True draws from the softmax"
+    )
 
 
 def test_mixing_replaces_some_tokens_by_predictions_never_bos_or_padding(batch_and_model, corpus):
@@ -81,7 +83,9 @@ def test_mixing_replaces_some_tokens_by_predictions_never_bos_or_padding(batch_a
     before = batch.tgt_in.clone()
     mixed = scheduled_inputs(model, batch, 0.5, pad, generator=torch.Generator().manual_seed(0))
     assert torch.equal(batch.tgt_in, before), "the batch itself is not modified"
-    assert mixed.tgt_out is batch.tgt_out and mixed.src is batch.src and mixed.tgt_mask is batch.tgt_mask, "scored on the truth"
+    assert mixed.tgt_out is batch.tgt_out and mixed.src is batch.src and mixed.tgt_mask is batch.tgt_mask, (
+        "scored on the truth"
+    )
     changed = mixed.tgt_in != batch.tgt_in  # (B, T)
     eligible = (batch.tgt_in != pad).clone()
     eligible[:, 0] = False
@@ -126,15 +130,25 @@ def test_p_zero_returns_the_batch_without_a_model_pass(batch_and_model):
 # --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("bad", [{"scheduled_sampling": 1.0}, {"scheduled_sampling": -0.1}, {"scheduled_sampling": float("nan")},
-                                 {"scheduled_sampling_ramp": -1}, {"scheduled_sampling_ramp": 2.5}])  # fmt: skip
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"scheduled_sampling": 1.0},
+        {"scheduled_sampling": -0.1},
+        {"scheduled_sampling": float("nan")},
+        {"scheduled_sampling_ramp": -1},
+        {"scheduled_sampling_ramp": 2.5},
+    ],
+)
 def test_nonsense_probabilities_are_refused(bad):
     with pytest.raises(ValueError, match=rf"TrainConfig: {next(iter(bad))} must be"):
         TrainConfig(**bad)
 
 
 def test_a_record_without_the_fields_reads_as_teacher_forcing():
-    config = TrainConfig.from_dict({k: v for k, v in TOY_CONFIG.to_dict().items() if not k.startswith("scheduled_sampling")})
+    config = TrainConfig.from_dict(
+        {k: v for k, v in TOY_CONFIG.to_dict().items() if not k.startswith("scheduled_sampling")}
+    )
     assert (config.scheduled_sampling, config.scheduled_sampling_ramp) == (0.0, 0)
     assert config.changes_on_resume(TOY_CONFIG) == []
 
@@ -156,14 +170,18 @@ def test_p_zero_trains_exactly_as_teacher_forcing(tmp_path, corpus, monkeypatch)
 def test_scheduled_sampling_trains_and_resumes_identically(tmp_path, corpus, monkeypatch, stop_signals_default):  # noqa: F811
     calls = []
     real = training_run.scheduled_inputs
-    monkeypatch.setattr(training_run, "scheduled_inputs", lambda model, batch, p, *a: calls.append(p) or real(model, batch, p, *a))
+    monkeypatch.setattr(
+        training_run, "scheduled_inputs", lambda model, batch, p, *a: calls.append(p) or real(model, batch, p, *a)
+    )
     straight = run(corpus, tmp_path / "a", SCHEDULED)
     monkeypatch.undo()
     history = straight["history"]
     steps_per_epoch = history[0]["step"]
     assert calls and calls[0] == pytest.approx(0.3 / 20) and max(calls) == pytest.approx(0.3), "the ramp, then p"
     assert len(calls) == 2 * steps_per_epoch - 1, "every update but the first (p = 0 at step 0) mixes"
-    assert history[1]["train_loss"] < history[0]["train_loss"] and history[1]["val_loss"] < history[0]["val_loss"], "it learns"
+    assert history[1]["train_loss"] < history[0]["train_loss"] and history[1]["val_loss"] < history[0]["val_loss"], (
+        "it learns"
+    )
     assert read_checkpoint(tmp_path / "a" / "last.pt")["train_config"]["scheduled_sampling"] == 0.3
 
     signal_during_step(monkeypatch, at=steps_per_epoch + 3, signum=signal.SIGINT)  # in the middle of epoch 2

@@ -35,16 +35,25 @@ def test_every_variant_changes_what_it_names_and_nothing_else(lab):
         changed = {k for k, v in config.model.to_dict().items() if v != lab.BASE.model.to_dict()[k]}
         assert changed == set(variant.model), variant.name
     baselines = [v for v in lab.VARIANTS if v.name.startswith("baseline")]
-    assert len(baselines) >= 3 and len({v.train["seed"] for v in baselines}) == len(baselines), "the noise needs 3 seeds"
+    assert len(baselines) >= 3 and len({v.train["seed"] for v in baselines}) == len(baselines), (
+        "the noise needs 3 seeds"
+    )
 
 
 def test_the_lab_records_every_run_and_resumes(tmp_path, lab, monkeypatch, capsys):
     corpus_file = tmp_path / "toy.json.gz"
     toy_corpus().save(corpus_file)
     monkeypatch.setattr(lab, "BASE", TOY_CONFIG.replace(epochs=2))
-    monkeypatch.setattr(lab, "VARIANTS", [lab.Variant("baseline_s0"), lab.Variant("baseline_s1", train={"seed": 1}),
-                                          lab.Variant("rotary", model={"positional": "rotary"}),
-                                          lab.Variant("unstable", train={"warmup": 1}, group="warmup")])
+    monkeypatch.setattr(
+        lab,
+        "VARIANTS",
+        [
+            lab.Variant("baseline_s0"),
+            lab.Variant("baseline_s1", train={"seed": 1}),
+            lab.Variant("rotary", model={"positional": "rotary"}),
+            lab.Variant("unstable", train={"warmup": 1}, group="warmup"),
+        ],
+    )
     from transformer_lessons import run
 
     real = run.train
@@ -55,7 +64,16 @@ def test_the_lab_records_every_run_and_resumes(tmp_path, lab, monkeypatch, capsy
         return real(config, **kwargs)
 
     monkeypatch.setattr(run, "train", train)
-    args = ["--corpus", str(corpus_file), "--out", str(tmp_path / "out"), "--runs", str(tmp_path / "runs"), "--minutes", "5"]
+    args = [
+        "--corpus",
+        str(corpus_file),
+        "--out",
+        str(tmp_path / "out"),
+        "--runs",
+        str(tmp_path / "runs"),
+        "--minutes",
+        "5",
+    ]
     assert lab.main(args) == 0
     record = json.loads((tmp_path / "out" / "results.json").read_text())
     runs = {r["name"]: r for r in record["runs"]}
@@ -64,8 +82,10 @@ def test_the_lab_records_every_run_and_resumes(tmp_path, lab, monkeypatch, capsy
     assert runs["rotary"]["changes"] == {"positional": "rotary"} and 0 <= runs["rotary"]["test_bleu"] <= 100
     assert (tmp_path / "out" / "rotary" / "metrics.json").is_file()
     assert set(record["long"]) == {"baseline_s0", "rotary"}
-    assert all(sum(b["n"] for b in buckets.values()) == len(toy_corpus().text["test_2016_flickr"]) // 2
-               for buckets in record["long"].values())
+    assert all(
+        sum(b["n"] for b in buckets.values()) == len(toy_corpus().text["test_2016_flickr"]) // 2
+        for buckets in record["long"].values()
+    )
     out = capsys.readouterr().out
     assert "baseline test BLEU: mean" in out and "unstable" in out and "diverged" in out
     assert lab.main(args) == 0  # again: every run is recorded already, nothing trains
@@ -75,8 +95,10 @@ def test_the_lab_records_every_run_and_resumes(tmp_path, lab, monkeypatch, capsy
 def test_joined_pairs_and_buckets(lab):
     pairs = [("a b", "x"), ("c", "y z"), ("d", "w")]
     assert lab.joined_pairs(pairs) == [("a b c", "x y z")]
-    scores = lab.bleu_by_length(["the cat sat on the mat", "a dog"], [(" ".join(["w"] * 5), "the cat sat on the mat"),
-                                                                      (" ".join(["w"] * 25), "a dog ran")])
+    scores = lab.bleu_by_length(
+        ["the cat sat on the mat", "a dog"],
+        [(" ".join(["w"] * 5), "the cat sat on the mat"), (" ".join(["w"] * 25), "a dog ran")],
+    )
     assert scores["0-20"]["n"] == 1 and scores["0-20"]["bleu"] == pytest.approx(100.0) and scores["21-30"]["n"] == 1
 
 

@@ -64,7 +64,11 @@ def test_without_the_package_it_says_how_to_install_it_before_any_work(tmp_path,
         with pytest.raises(TensorBoardMissingError) as err:
             train(TOY_CONFIG, None, out_dir=tmp_path / "run", device="cpu", progress=False, tensorboard=asked)
         message = str(err.value)
-        assert "\n" not in message and INSTALL_HINT in message and 'pip install "transformer-lessons[tensorboard]"' in message
+        assert (
+            "\n" not in message
+            and INSTALL_HINT in message
+            and 'pip install "transformer-lessons[tensorboard]"' in message
+        )
         assert isinstance(err.value, ImportError) and isinstance(err.value, TrainingError), "caught as either"
     assert not (tmp_path / "run").exists() and not (tmp_path / "tb").exists()
     with pytest.raises(TypeError, match="tensorboard must be None, True or a folder"):
@@ -100,17 +104,44 @@ def test_a_run_logs_steps_epochs_and_the_test(tmp_path, corpus, fake_tensorboard
     history = result["history"]
     for tag, key in (("epoch/train_loss", "train_loss"), ("val/loss", "val_loss"), ("val/ppl", "val_ppl")):
         assert writer.scalars[tag] == [(h["step"], pytest.approx(h[key])) for h in history], tag
-    assert writer.scalars["val/bleu"] == [(history[1]["step"], pytest.approx(history[1]["val_bleu"]))], "only where BLEU was computed"
+    assert writer.scalars["val/bleu"] == [(history[1]["step"], pytest.approx(history[1]["val_bleu"]))], (
+        "only where BLEU was computed"
+    )
     assert writer.scalars["test/bleu"] == [(steps, pytest.approx(result["test"]["bleu"]))]
     assert "train/scheduled_sampling" not in writer.scalars, "teacher forcing: nothing to log"
-    assert set(writer.scalars) == {"train/loss", "train/lr", "epoch/train_loss", "val/loss", "val/ppl", "val/bleu", "test/bleu"}
+    assert set(writer.scalars) == {
+        "train/loss",
+        "train/lr",
+        "epoch/train_loss",
+        "val/loss",
+        "val/ppl",
+        "val/bleu",
+        "test/bleu",
+    }
 
 
 def test_a_resumed_run_continues_the_curves(tmp_path, corpus, fake_tensorboard):
     config = CONFIG.replace(scheduled_sampling=0.2)
     log_dir = tmp_path / "tb"
-    first = train(config, corpus, out_dir=tmp_path / "run", device="cpu", progress=False, evaluate_test=False, max_steps=5, tensorboard=log_dir)
-    second = train(config, corpus, out_dir=tmp_path / "run", device="cpu", progress=False, evaluate_test=False, tensorboard=str(log_dir))
+    first = train(
+        config,
+        corpus,
+        out_dir=tmp_path / "run",
+        device="cpu",
+        progress=False,
+        evaluate_test=False,
+        max_steps=5,
+        tensorboard=log_dir,
+    )
+    second = train(
+        config,
+        corpus,
+        out_dir=tmp_path / "run",
+        device="cpu",
+        progress=False,
+        evaluate_test=False,
+        tensorboard=str(log_dir),
+    )
     before, after = fake_tensorboard.made
     assert before.log_dir == after.log_dir == str(log_dir)
     assert before.purge_step is None and after.purge_step == first["step"] + 1 == 6, "what came after last.pt is purged"
@@ -118,12 +149,23 @@ def test_a_resumed_run_continues_the_curves(tmp_path, corpus, fake_tensorboard):
     assert [v for _, v in after.scalars["train/scheduled_sampling"]] == [0.2] * (second["step"] - 5)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("tensorboard") is None, reason='tensorboard is not installed (pip install "transformer-lessons[tensorboard]")')
+@pytest.mark.skipif(
+    importlib.util.find_spec("tensorboard") is None,
+    reason='tensorboard is not installed (pip install "transformer-lessons[tensorboard]")',
+)
 def test_a_real_run_writes_an_events_file(tmp_path, corpus):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     out = tmp_path / "run"
-    result = train(CONFIG.replace(epochs=1), corpus, out_dir=out, device="cpu", progress=False, evaluate_test=False, tensorboard=True)
+    result = train(
+        CONFIG.replace(epochs=1),
+        corpus,
+        out_dir=out,
+        device="cpu",
+        progress=False,
+        evaluate_test=False,
+        tensorboard=True,
+    )
     events = list((out / "tensorboard").glob("events.out.tfevents.*"))
     assert len(events) == 1 and events[0].stat().st_size > 0
     accumulator = EventAccumulator(str(out / "tensorboard"))

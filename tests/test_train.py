@@ -30,11 +30,27 @@ from transformer_lessons.train import make_optimizer, train_step
 # --------------------------------------------------------------------------------------
 
 LEXICON = {
-    "ein": "a", "eine": "a", "mann": "man", "frau": "woman", "hund": "dog", "kind": "child",
-    "läuft": "runs", "springt": "jumps", "sitzt": "sits", "schläft": "sleeps", "isst": "eats",
-    "rot": "red", "blau": "blue", "groß": "big", "klein": "small", "im": "in the", "park": "park",
-    "wasser": "water", "schnee": "snow", "draußen": "outside",
-}  # fmt: skip
+    "ein": "a",
+    "eine": "a",
+    "mann": "man",
+    "frau": "woman",
+    "hund": "dog",
+    "kind": "child",
+    "läuft": "runs",
+    "springt": "jumps",
+    "sitzt": "sits",
+    "schläft": "sleeps",
+    "isst": "eats",
+    "rot": "red",
+    "blau": "blue",
+    "groß": "big",
+    "klein": "small",
+    "im": "in the",
+    "park": "park",
+    "wasser": "water",
+    "schnee": "snow",
+    "draußen": "outside",
+}
 SPLIT_SIZES = {"train": 600, "val": 40, "test_2016_flickr": 40}
 
 
@@ -64,13 +80,24 @@ def toy_corpus(sizes: dict[str, int] | None = None, bpe_merges: int | None = Non
     tgt_bpe = BPE.learn((t for _, t in tokens["train"]), bpe_merges) if bpe_merges else None
     src_vocab = Vocab.build((s for s, _ in tokens["train"]), min_freq=1, bpe=src_bpe)
     tgt_vocab = Vocab.build((t for _, t in tokens["train"]), min_freq=1, bpe=tgt_bpe)
-    ids = {split: [(src_vocab.encode_words(s), tgt_vocab.encode_words(t)) for s, t in pairs] for split, pairs in tokens.items()}
+    ids = {
+        split: [(src_vocab.encode_words(s), tgt_vocab.encode_words(t)) for s, t in pairs]
+        for split, pairs in tokens.items()
+    }
     return Corpus(src_vocab, tgt_vocab, ids, text, tokens, {"toy": True, "bpe_merges": bpe_merges})
 
 
 TOY_MODEL = ModelConfig(n_layers=1, d_model=32, n_heads=2, d_ff=64, dropout=0.1, max_len=32, tie_embeddings=True)
 TOY_CONFIG = TrainConfig(
-    name="toy", model=TOY_MODEL, max_tokens=128, epochs=3, lr_factor=0.5, warmup=30, beam_size=2, eval_every=1, max_output_extra=5
+    name="toy",
+    model=TOY_MODEL,
+    max_tokens=128,
+    epochs=3,
+    lr_factor=0.5,
+    warmup=30,
+    beam_size=2,
+    eval_every=1,
+    max_output_extra=5,
 )
 
 
@@ -287,9 +314,19 @@ def test_resume_continues_exactly_where_it_stopped(tmp_path, corpus):
     b_state = torch.load(tmp_path / "b" / "last.pt", weights_only=True)["model"]
     assert all(torch.allclose(a_state[k], b_state[k], atol=1e-5) for k in a_state)
     # A finished run with more epochs asked for continues; one with resume=False starts over.
-    longer = train(config.replace(epochs=3), corpus, out_dir=tmp_path / "b", device="cpu", progress=False, evaluate_test=False)
+    longer = train(
+        config.replace(epochs=3), corpus, out_dir=tmp_path / "b", device="cpu", progress=False, evaluate_test=False
+    )
     assert [h["epoch"] for h in longer["history"]] == [1, 2, 3]
-    fresh = train(config.replace(epochs=1), corpus, out_dir=tmp_path / "b", device="cpu", progress=False, resume=False, evaluate_test=False)
+    fresh = train(
+        config.replace(epochs=1),
+        corpus,
+        out_dir=tmp_path / "b",
+        device="cpu",
+        progress=False,
+        resume=False,
+        evaluate_test=False,
+    )
     assert fresh["step"] == steps_per_epoch
 
 
@@ -367,7 +404,15 @@ def test_log_lines_are_whole_lines_without_progress_bars(tmp_path, corpus, capsy
     lines = captured.out.splitlines()
     assert [line.split()[1] for line in lines if line.startswith("epoch ")] == ["1", "2"], captured.out
     assert lines[-1].startswith("test_2016_flickr: sacreBLEU") and "\r" not in captured.out + captured.err
-    train(config.replace(epochs=3), corpus, out_dir=tmp_path / "log", device="cpu", progress=False, log=True, evaluate_test=False)
+    train(
+        config.replace(epochs=3),
+        corpus,
+        out_dir=tmp_path / "log",
+        device="cpu",
+        progress=False,
+        log=True,
+        evaluate_test=False,
+    )
     assert capsys.readouterr().out.startswith(f"resuming {tmp_path / 'log' / 'last.pt'}: epoch 3")
 
 
@@ -405,11 +450,15 @@ def test_time_limit_counts_the_whole_run_and_resumes_exactly(tmp_path, corpus, m
     assert saved["train_time_s"] == spe + 4 and saved["wall_time_s"] == spe + 4 and saved["batch_in_epoch"] == 4
 
     # The same cap again: the run's budget is spent, so not one more step (it used to grant a fresh budget per call).
-    again = train(config, corpus, out_dir=tmp_path / "b", device="cpu", progress=False, max_minutes=cap, evaluate_test=False)
+    again = train(
+        config, corpus, out_dir=tmp_path / "b", device="cpu", progress=False, max_minutes=cap, evaluate_test=False
+    )
     assert again["stopped"] == "time_limit" and again["step"] == spe + 4 and again["train_time_s"] == spe + 4
 
     # A larger cap continues; the result is the uninterrupted run's, times included.
-    rest = train(config, corpus, out_dir=tmp_path / "b", device="cpu", progress=False, max_minutes=10.0, evaluate_test=False)
+    rest = train(
+        config, corpus, out_dir=tmp_path / "b", device="cpu", progress=False, max_minutes=10.0, evaluate_test=False
+    )
     assert rest["stopped"] == "done" and rest["step"] == straight["step"] and rest["train_time_s"] == 2 * spe
     for a, b in zip(straight["history"], rest["history"], strict=True):
         assert a["step"] == b["step"] and a["elapsed_s"] == b["elapsed_s"] and a["epoch_time_s"] == b["epoch_time_s"]
@@ -479,13 +528,23 @@ def test_autocast_dtype_uses_bf16_only_from_ampere_on(device_type, capability, e
 
 def test_an_unreadable_last_checkpoint_says_how_to_start_over(tmp_path, corpus, trained):
     (tmp_path / "last.pt").write_bytes(b"half a checkpoint")
-    with pytest.raises(CheckpointError, match=r"cannot resume: .*is not a PyTorch checkpoint.*delete .*last\.pt.*--no-resume"):
+    with pytest.raises(
+        CheckpointError, match=r"cannot resume: .*is not a PyTorch checkpoint.*delete .*last\.pt.*--no-resume"
+    ):
         train(TOY_CONFIG, corpus, out_dir=tmp_path, device="cpu", progress=False)
     _, out = trained
     (tmp_path / "last.pt").write_bytes((out / "best.pt").read_bytes())  # weights only, no optimizer state
     with pytest.raises(CheckpointError, match=r"lacks the training state .*optimizer.*--no-resume"):
         train(TOY_CONFIG, corpus, out_dir=tmp_path, device="cpu", progress=False)
-    fresh = train(TOY_CONFIG.replace(epochs=1), corpus, out_dir=tmp_path, device="cpu", progress=False, resume=False, evaluate_test=False)
+    fresh = train(
+        TOY_CONFIG.replace(epochs=1),
+        corpus,
+        out_dir=tmp_path,
+        device="cpu",
+        progress=False,
+        resume=False,
+        evaluate_test=False,
+    )
     assert fresh["stopped"] == "done"
 
 
@@ -510,7 +569,9 @@ def test_precision_chooses_the_autocast():
         assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.bfloat16
     with pytest.raises(ValueError, match="precision must be auto, float32 or bfloat16, got 'half'"):
         autocast_for(cpu, "half")
-    with pytest.raises(ValueError, match=r"^TrainConfig: precision must be one of auto, float32, bfloat16, got 'fp16'$"):
+    with pytest.raises(
+        ValueError, match=r"^TrainConfig: precision must be one of auto, float32, bfloat16, got 'fp16'$"
+    ):
         TOY_CONFIG.replace(precision="fp16")
 
 
@@ -528,13 +589,17 @@ def test_a_bfloat16_step_keeps_the_loss_the_weights_and_adams_state_in_float32(c
     loss = train_step(model, batch, criterion, optimizer, clip_norm=1.0, autocast=autocast)
     assert seen == [torch.bfloat16], "the matrix products ran in bfloat16"
     assert loss.dtype == torch.float32 and torch.isfinite(loss)
-    assert all(p.dtype == torch.float32 and p.grad.dtype == torch.float32 for p in model.parameters() if p.grad is not None)
+    assert all(
+        p.dtype == torch.float32 and p.grad.dtype == torch.float32 for p in model.parameters() if p.grad is not None
+    )
     states = [s for s in optimizer.state.values()]
     assert states and all(s["exp_avg"].dtype == s["exp_avg_sq"].dtype == torch.float32 for s in states)
 
 
 def test_a_bfloat16_run_on_a_cpu_trains_and_says_so(tmp_path, corpus):
-    result = train(TOY_CONFIG.replace(epochs=1, precision="bfloat16"), corpus, out_dir=tmp_path, device="cpu", progress=False)
+    result = train(
+        TOY_CONFIG.replace(epochs=1, precision="bfloat16"), corpus, out_dir=tmp_path, device="cpu", progress=False
+    )
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert metrics["autocast"] == "bfloat16" and metrics["train_config"]["precision"] == "bfloat16"
     assert math.isfinite(result["history"][-1]["train_loss"])

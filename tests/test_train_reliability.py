@@ -72,7 +72,9 @@ def test_a_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_
         return loss
 
     monkeypatch.setattr(LabelSmoothingLoss, "forward", nan_at_third_step)
-    with pytest.raises(DivergedError, match=rf"diverged at step {steps_per_epoch + 3} \(learning rate [0-9.e-]+\): the loss is nan"):
+    with pytest.raises(
+        DivergedError, match=rf"diverged at step {steps_per_epoch + 3} \(learning rate [0-9.e-]+\): the loss is nan"
+    ):
         run(corpus, tmp_path, TOY_CONFIG.replace(epochs=2))
     saved = read_checkpoint(tmp_path / "last.pt")
     assert saved["step"] == steps_per_epoch, "nothing is saved after the bad step"
@@ -92,7 +94,12 @@ def test_train_step_leaves_the_weights_alone_on_a_non_finite_gradient():
     criterion = LabelSmoothingLoss(model.tgt_vocab_size, 1, 0.0)
 
     def inf_gradient(logits, target, reduction="mean"):
-        return LabelSmoothingLoss.forward(criterion, logits, target) * torch.tensor(1e38) * torch.tensor(1e38) / torch.tensor(1e38)
+        return (
+            LabelSmoothingLoss.forward(criterion, logits, target)
+            * torch.tensor(1e38)
+            * torch.tensor(1e38)
+            / torch.tensor(1e38)
+        )
 
     with pytest.raises(DivergedError):
         training.train_step(model, batch, inf_gradient, optimizer, clip_norm=1.0)
@@ -117,7 +124,9 @@ def test_label_smoothing_stays_finite_when_the_pad_logit_is_minus_infinity():
     loss = LabelSmoothingLoss(7, pad_id=1, smoothing=0.1)(masked, target)
     loss.backward()
     assert torch.isfinite(loss) and torch.isfinite(logits.grad).all()
-    finite = LabelSmoothingLoss(7, pad_id=1, smoothing=0.1)(logits.detach().clone().index_fill(-1, torch.tensor([1]), -1e4), target)
+    finite = LabelSmoothingLoss(7, pad_id=1, smoothing=0.1)(
+        logits.detach().clone().index_fill(-1, torch.tensor([1]), -1e4), target
+    )
     assert math.isclose(loss.item(), finite.item(), rel_tol=1e-5)
 
 
@@ -151,7 +160,9 @@ def test_temporary_names_are_unique_and_a_failed_save_leaves_nothing(tmp_path, m
         save_checkpoint({"new": torch.zeros(2)}, tmp_path / "last.pt")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt"], "the temporary file is removed"
     monkeypatch.undo()
-    assert torch.equal(torch.load(tmp_path / "last.pt", weights_only=True)["old"], torch.ones(2)), "the old file is whole"
+    assert torch.equal(torch.load(tmp_path / "last.pt", weights_only=True)["old"], torch.ones(2)), (
+        "the old file is whole"
+    )
     with pytest.raises(KeyboardInterrupt):
         atomic_write(tmp_path / "x.txt", lambda tmp: (tmp.write_text("part"), (_ for _ in ()).throw(KeyboardInterrupt)))
     assert not (tmp_path / "x.txt").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["last.pt"]
@@ -160,7 +171,14 @@ def test_temporary_names_are_unique_and_a_failed_save_leaves_nothing(tmp_path, m
 def test_an_export_on_a_full_disk_names_the_file_and_keeps_the_old_one(tmp_path, monkeypatch):
     from transformer_lessons.checkpoint import CHECKPOINT_FORMAT, export_for_inference
 
-    ckpt = {"format": CHECKPOINT_FORMAT, "version": 1, "model_config": {}, "src_vocab": {}, "tgt_vocab": {}, "model": {"w": torch.ones(2)}}
+    ckpt = {
+        "format": CHECKPOINT_FORMAT,
+        "version": 1,
+        "model_config": {},
+        "src_vocab": {},
+        "tgt_vocab": {},
+        "model": {"w": torch.ones(2)},
+    }
     torch.save(ckpt, tmp_path / "best.pt")
     export_for_inference(tmp_path / "best.pt", tmp_path / "small.pt")
     before = (tmp_path / "small.pt").read_bytes()
@@ -174,10 +192,16 @@ def test_an_export_on_a_full_disk_names_the_file_and_keeps_the_old_one(tmp_path,
     with pytest.raises(OSError) as info:
         export_for_inference(tmp_path / "best.pt", tmp_path / "small.pt")
     assert info.value.filename == str(tmp_path / "small.pt") and isinstance(info.value.__cause__, RuntimeError)
-    assert re.match(r"could not be written, PyTorch's writer failed \(unexpected pos 704 vs 598\): most likely the disk is full "
-                    r"\(with the partial file removed, [0-9,]+ MB are free there\)\. Nothing was replaced \(the earlier small.pt is intact\); "
-                    r"free some space", info.value.strerror), info.value.strerror  # fmt: skip
-    assert (tmp_path / "small.pt").read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["best.pt", "small.pt"]
+    assert re.match(
+        r"could not be written, PyTorch's writer failed \(unexpected pos 704 vs 598\): most likely the disk is full "
+        r"\(with the partial file removed, [0-9,]+ MB are free there\)\. Nothing was replaced \(the earlier small.pt is intact\); "
+        r"free some space",
+        info.value.strerror,
+    ), info.value.strerror
+    assert (tmp_path / "small.pt").read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == [
+        "best.pt",
+        "small.pt",
+    ]
     monkeypatch.setattr(torch, "save", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("some other failure")))
     with pytest.raises(RuntimeError, match="some other failure"):  # not a write failure: left as it is
         save_checkpoint({}, tmp_path / "other.pt")
@@ -196,9 +220,11 @@ def test_the_next_run_removes_what_a_killed_save_left_and_nothing_else(tmp_path,
         stale.write_bytes(b"PK" + bytes(2_000_000))
         kept = [
             tmp_path / f".best.pt.{alive.pid}.0123abcd.tmp",  # a writer still running
-            tmp_path / ".last.pt.tmp", tmp_path / "notes.tmp", tmp_path / f".last.pt.{dead.pid}.xyz.tmp",  # not the writer's names
+            tmp_path / ".last.pt.tmp",
+            tmp_path / "notes.tmp",
+            tmp_path / f".last.pt.{dead.pid}.xyz.tmp",  # not the writer's names
             tmp_path / "tensorboard" / f".events.{dead.pid}.0badc0de.tmp",  # not directly in the run folder
-        ]  # fmt: skip
+        ]
         for path in kept:
             path.parent.mkdir(exist_ok=True)
             path.write_text("keep me")
@@ -209,7 +235,9 @@ def test_the_next_run_removes_what_a_killed_save_left_and_nothing_else(tmp_path,
         alive.wait()
     out = capsys.readouterr().out
     lines = [line for line in out.splitlines() if "temporary" in line]
-    assert lines == [f"removed 1 temporary file(s) that a cut-off save left in {tmp_path} ({stale.name}; 2.0 MB); the checkpoints were not touched"]
+    assert lines == [
+        f"removed 1 temporary file(s) that a cut-off save left in {tmp_path} ({stale.name}; 2.0 MB); the checkpoints were not touched"
+    ]
     assert not stale.exists() and all(path.read_text() == "keep me" for path in kept)
     assert read_checkpoint(tmp_path / "last.pt")["step"] == 3
     run(corpus, tmp_path, max_steps=4, log=True)  # the writer that was running has ended since
@@ -241,12 +269,18 @@ def test_an_output_folder_that_is_a_file_or_a_bad_device_is_refused_at_once(tmp_
 
 @pytest.mark.parametrize(
     ("change", "named"),
-    [({"seed": 1}, "seed: 0 -> 1"), ({"lr_factor": 0.9}, "lr_factor: 0.5 -> 0.9"), ({"max_tokens": 256}, "max_tokens: 128 -> 256")],
+    [
+        ({"seed": 1}, "seed: 0 -> 1"),
+        ({"lr_factor": 0.9}, "lr_factor: 0.5 -> 0.9"),
+        ({"max_tokens": 256}, "max_tokens: 128 -> 256"),
+    ],
 )
 def test_resume_refuses_other_settings_and_names_them(tmp_path, corpus, change, named):
     run(corpus, tmp_path, TOY_CONFIG.replace(epochs=1))
     before = (tmp_path / "last.pt").read_bytes()
-    with pytest.raises(ResumeMismatchError, match=rf"{named}.*only the epochs, the time limit and the evaluation.*no-resume"):
+    with pytest.raises(
+        ResumeMismatchError, match=rf"{named}.*only the epochs, the time limit and the evaluation.*no-resume"
+    ):
         run(corpus, tmp_path, TOY_CONFIG.replace(epochs=2, **change))
     assert (tmp_path / "last.pt").read_bytes() == before, "the refused call wrote nothing"
 
@@ -273,7 +307,9 @@ def test_a_run_folder_without_last_pt_is_not_silently_replaced(tmp_path, corpus,
 
 def test_resume_accepts_more_epochs_time_and_other_evaluation(tmp_path, corpus):
     run(corpus, tmp_path, TOY_CONFIG.replace(epochs=1))
-    changed = TOY_CONFIG.replace(epochs=2, max_minutes=30.0, eval_every=2, beam_size=1, bleu_val_limit=5, max_output_extra=3, length_penalty=1.0)
+    changed = TOY_CONFIG.replace(
+        epochs=2, max_minutes=30.0, eval_every=2, beam_size=1, bleu_val_limit=5, max_output_extra=3, length_penalty=1.0
+    )
     result = run(corpus, tmp_path, changed)
     assert [h["epoch"] for h in result["history"]] == [1, 2]
     assert read_checkpoint(tmp_path / "last.pt")["train_config"]["eval_every"] == 2
@@ -311,7 +347,9 @@ def stop_signals_default():
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_a_stopped_and_resumed_run_is_identical_to_the_uninterrupted_one(tmp_path, corpus, monkeypatch, signum, stop_signals_default):
+def test_a_stopped_and_resumed_run_is_identical_to_the_uninterrupted_one(
+    tmp_path, corpus, monkeypatch, signum, stop_signals_default
+):
     straight = run(corpus, tmp_path / "a")
     steps_per_epoch = straight["history"][0]["step"]
     signal_during_step(monkeypatch, at=steps_per_epoch + 5, signum=signum)  # in the middle of epoch 2
@@ -321,7 +359,9 @@ def test_a_stopped_and_resumed_run_is_identical_to_the_uninterrupted_one(tmp_pat
     if signum == signal.SIGTERM:
         assert stop.value.code == 128 + signal.SIGTERM
     saved = read_checkpoint(tmp_path / "b" / "last.pt")
-    assert saved["step"] == steps_per_epoch + 5 and saved["batch_in_epoch"] == 5, "the step in progress finished, then it saved"
+    assert saved["step"] == steps_per_epoch + 5 and saved["batch_in_epoch"] == 5, (
+        "the step in progress finished, then it saved"
+    )
     monkeypatch.undo()
     resumed = run(corpus, tmp_path / "b")
     assert without_timing(resumed["history"]) == without_timing(straight["history"])
@@ -378,15 +418,25 @@ def test_checkpoint_errors_say_what_the_file_is_not(tmp_path):
 
 @pytest.mark.parametrize(
     "change, problem",
-    [({"n_heads": 3}, r"d_model \(32\) must be divisible by n_heads \(3\)"), ({"positional": "banana"}, r"positional must be .*'banana'")],
+    [
+        ({"n_heads": 3}, r"d_model \(32\) must be divisible by n_heads \(3\)"),
+        ({"positional": "banana"}, r"positional must be .*'banana'"),
+    ],
 )
 def test_a_checkpoint_whose_config_builds_no_model_is_named(tmp_path, corpus, change, problem):
     ckpt = {
-        "format": "transformer_lessons.checkpoint", "version": 1, "model_config": TOY_CONFIG.model.to_dict() | change,
-        "src_vocab": corpus.src_vocab.to_dict(), "tgt_vocab": corpus.tgt_vocab.to_dict(), "model": {},
-    }  # fmt: skip
+        "format": "transformer_lessons.checkpoint",
+        "version": 1,
+        "model_config": TOY_CONFIG.model.to_dict() | change,
+        "src_vocab": corpus.src_vocab.to_dict(),
+        "tgt_vocab": corpus.tgt_vocab.to_dict(),
+        "model": {},
+    }
     torch.save(ckpt, tmp_path / "odd.pt")
-    with pytest.raises(CheckpointError, match=rf"^{re.escape(str(tmp_path / 'odd.pt'))}: its model config cannot build a model \({problem}.*\); the file is damaged.*train it again"):
+    with pytest.raises(
+        CheckpointError,
+        match=rf"^{re.escape(str(tmp_path / 'odd.pt'))}: its model config cannot build a model \({problem}.*\); the file is damaged.*train it again",
+    ):
         load_checkpoint(tmp_path / "odd.pt", device="cpu")
 
 
@@ -400,9 +450,21 @@ def test_the_beam_is_bounded():
 
 @pytest.mark.parametrize(
     "bad",
-    [{"limit": 0}, {"limit": -5}, {"epochs": 0}, {"bleu_val_limit": 0}, {"max_minutes": float("nan")}, {"max_minutes": -1.0},
-     {"lr_factor": float("inf")}, {"max_tokens": 0}, {"beam_size": 65}, {"eval_every": 0}, {"seed": -1}, {"smoothing": 1.0}],
-)  # fmt: skip
+    [
+        {"limit": 0},
+        {"limit": -5},
+        {"epochs": 0},
+        {"bleu_val_limit": 0},
+        {"max_minutes": float("nan")},
+        {"max_minutes": -1.0},
+        {"lr_factor": float("inf")},
+        {"max_tokens": 0},
+        {"beam_size": 65},
+        {"eval_every": 0},
+        {"seed": -1},
+        {"smoothing": 1.0},
+    ],
+)
 def test_nonsense_settings_are_refused(bad):
     field = next(iter(bad))
     with pytest.raises(ValueError, match=rf"TrainConfig: {field} must be"):
@@ -413,7 +475,9 @@ def test_a_record_written_before_the_rename_still_reads():
     """``max_len`` of TrainConfig was renamed ``drop_longer_than`` (the name meant three things); old records still load."""
     import json
 
-    recorded = json.loads((Path(__file__).resolve().parents[1] / "results" / "cpu" / "metrics.json").read_text())["train_config"]
+    recorded = json.loads((Path(__file__).resolve().parents[1] / "results" / "cpu" / "metrics.json").read_text())[
+        "train_config"
+    ]
     config = TrainConfig.from_dict(recorded)
     assert config.drop_longer_than == recorded.get("max_len", recorded.get("drop_longer_than"))
     assert TrainConfig.from_dict({"max_len": 40}).drop_longer_than == 40

@@ -245,7 +245,9 @@ def test_translator_switches_to_beam_search_and_keeps_the_chosen_head(random_tra
     t.controls["decoding"].value = "beam"
     t.controls["beam"].value = 3
     assert t.beam_size == 3 and not t.controls["beam"].disabled
-    assert t.translation == translate(model, "Zwei Hunde spielen.", beam_size=3, src_vocab=src_vocab, tgt_vocab=tgt_vocab)
+    assert t.translation == translate(
+        model, "Zwei Hunde spielen.", beam_size=3, src_vocab=src_vocab, tgt_vocab=tgt_vocab
+    )
     assert t.stepper.head == 2  # a new sentence or decoding keeps the learner's view
     assert "beam 3" in t.result.value
 
@@ -280,7 +282,9 @@ def _ipywidgets_own_bundle(widget, monkeypatch) -> dict:
     if hasattr(ipywidgets.Widget, "_repr_mimebundle_"):
         return ipywidgets.Widget._repr_mimebundle_(widget)
     shown = []
-    monkeypatch.setattr(sys.modules["ipywidgets.widgets.widget"], "display", lambda bundle, raw=False: shown.append(bundle))
+    monkeypatch.setattr(
+        sys.modules["ipywidgets.widgets.widget"], "display", lambda bundle, raw=False: shown.append(bundle)
+    )
     monkeypatch.setattr(widget, "_handle_displayed", lambda **kwargs: None)
     ipywidgets.Widget._ipython_display_(widget)
     return shown[0]
@@ -312,7 +316,9 @@ def test_figure_widgets_display_a_static_copy_only_their_live_view_hides(make, m
     widget = {
         "attention": lambda: viz.attention_explorer(attention, src_tokens, tgt_tokens),
         "positional": lambda: viz.positional_encoding_explorer(max_len=12, d_model=8),
-        "stepper": lambda: viz.generation_stepper(src_tokens[0], ["a", "dog", "runs", "<eos>"], [w[0] for w in attention["cross"]]),
+        "stepper": lambda: viz.generation_stepper(
+            src_tokens[0], ["a", "dog", "runs", "<eos>"], [w[0] for w in attention["cross"]]
+        ),
     }[make]()
     own = _static_copy_shown_and_hidden(widget, widget._png, monkeypatch)
     assert own["text/plain"] == widget.describe()
@@ -327,7 +333,9 @@ def test_widgets_display_as_ipywidgets_7_and_8_do(model_attention, random_transl
     made = {
         "attention": viz.attention_explorer(attention, src_tokens, tgt_tokens),
         "positional": viz.positional_encoding_explorer(max_len=12, d_model=8),
-        "stepper": viz.generation_stepper(src_tokens[0], ["a", "dog", "runs", "<eos>"], [w[0] for w in attention["cross"]]),
+        "stepper": viz.generation_stepper(
+            src_tokens[0], ["a", "dog", "runs", "<eos>"], [w[0] for w in attention["cross"]]
+        ),
         "translator": viz.translator(model, src_vocab, tgt_vocab, sentence="Ein Mann .", beam_size=1),
     }
     for name, widget in made.items():
@@ -354,8 +362,13 @@ def test_translator_displays_a_static_copy_of_its_word_by_word_picture(random_tr
 
 def _foreign_warning() -> None:
     """A warning of another package, as Colab's jupyter_client 7 raises it on Python >= 3.12 while a kernel sends."""
-    warnings.warn_explicit("datetime.datetime.utcnow() is deprecated", DeprecationWarning,
-                           filename="jupyter_client/session.py", lineno=1, module="jupyter_client.session")
+    warnings.warn_explicit(
+        "datetime.datetime.utcnow() is deprecated",
+        DeprecationWarning,
+        filename="jupyter_client/session.py",
+        lineno=1,
+        module="jupyter_client.session",
+    )
 
 
 def test_translator_notes_only_its_own_and_lets_other_warnings_pass(random_translator_parts, monkeypatch):
@@ -377,7 +390,9 @@ def test_translator_notes_only_its_own_and_lets_other_warnings_pass(random_trans
         t.controls["text"].value = " ".join(["Ein Mann ."] * 20)  # 60 tokens, more than max_len 32: a note
     assert "only their first 31 tokens" in t.result.value  # the package's note, under the translation
     assert "utcnow" not in t.result.value  # not the foreign warning ...
-    assert [str(w.message) for w in caught if "utcnow" in str(w.message)] == ["datetime.datetime.utcnow() is deprecated"]  # ... which is not swallowed
+    assert [str(w.message) for w in caught if "utcnow" in str(w.message)] == [
+        "datetime.datetime.utcnow() is deprecated"
+    ]  # ... which is not swallowed
     assert not [w for w in caught if issubclass(w.category, CourseWarning)]  # and the shown note is no warning as well
 
 
@@ -416,8 +431,12 @@ def test_committed_figures_exist(name):
 
 @pytest.mark.pins  # the same bytes need the locked matplotlib (Colab's 3.10 writes other SVG bytes)
 def test_figure_script_reproduces_the_committed_svgs(tmp_path):
-    run = subprocess.run([sys.executable, str(ROOT / "images" / "make_figures.py"), str(tmp_path)],
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "images" / "make_figures.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
     for name in FIGURES:
         fresh = (tmp_path / f"{name}.svg").read_bytes()
@@ -433,7 +452,11 @@ def test_attention_heatmaps_use_a_fixed_zero_to_one_scale():
     mesh = viz.plot_attention(weights).collections[0]
     assert (mesh.norm.vmin, mesh.norm.vmax) == (0.0, 1.0)
     fig = viz.plot_heads(_random_attention(3, 2, 2), title="heads")
-    assert {(ax.collections[0].norm.vmin, ax.collections[0].norm.vmax) for ax in fig.axes if ax.get_title().startswith("head")} == {(0.0, 1.0)}
+    assert {
+        (ax.collections[0].norm.vmin, ax.collections[0].norm.vmax)
+        for ax in fig.axes
+        if ax.get_title().startswith("head")
+    } == {(0.0, 1.0)}
 
 
 def test_plot_mask_legend_and_key_mask_row():
@@ -444,7 +467,11 @@ def test_plot_mask_legend_and_key_mask_row():
 
 
 def test_plot_history_skips_missing_values_and_needs_something_to_plot():
-    history = [{"epoch": 1, "train_loss": 4.0, "val_bleu": 5.0}, {"epoch": 2, "train_loss": 3.0}, {"epoch": 3, "train_loss": 2.5, "val_bleu": 12.0}]
+    history = [
+        {"epoch": 1, "train_loss": 4.0, "val_bleu": 5.0},
+        {"epoch": 2, "train_loss": 3.0},
+        {"epoch": 3, "train_loss": 2.5, "val_bleu": 12.0},
+    ]
     bleu_ax = viz.plot_history(history).axes[1]
     assert list(bleu_ax.lines[0].get_xdata()) == [1, 3]
     assert len(viz.plot_history({"train_loss": [3.0, 2.0]}).axes) == 1  # a dict of lists works too
@@ -499,7 +526,9 @@ def test_generation_stepper_escapes_tokens_and_lines_bars_up_with_the_heatmap():
 
 def test_plot_heads_names_its_axes_as_asked():
     weights = _random_attention(2, 3, 4)
-    fig = viz.plot_heads(weights, x_labels=list("abcd"), y_labels=list("xyz"), ylabel="step: the word it writes", xlabel="source")
+    fig = viz.plot_heads(
+        weights, x_labels=list("abcd"), y_labels=list("xyz"), ylabel="step: the word it writes", xlabel="source"
+    )
     assert fig.axes[0].get_ylabel() == "step: the word it writes" and fig.axes[0].get_xlabel() == "source"
     assert viz.plot_heads(weights).axes[0].get_ylabel() == "queries"
 

@@ -25,7 +25,11 @@ def test_plot_kv_cache_draws_every_layer_and_labels_the_shapes():
     assert any("(B, H, t, Dh) = (1, 8, 3, 32)" in t for t in texts)
     assert any("(B, H, S, Dh) = (1, 8, 5, 32)" in t for t in texts)
     assert texts.count("next") == 4  # where the next step appends, keys and values of each layer
-    filled = [p for p in fig.axes[0].patches if isinstance(p, Rectangle) and p.zorder == 2 and p.get_facecolor() != (1.0, 1.0, 1.0, 1.0)]
+    filled = [
+        p
+        for p in fig.axes[0].patches
+        if isinstance(p, Rectangle) and p.zorder == 2 and p.get_facecolor() != (1.0, 1.0, 1.0, 1.0)
+    ]
     assert len(filled) == 2 * (2 * 3 + 2 * 5)  # t columns in self_k, self_v; S in cross_k, cross_v; per layer
     plt.close(fig)
 

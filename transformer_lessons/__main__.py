@@ -126,7 +126,9 @@ def seed_int(text: str) -> int:
 
 def beam_size(text: str) -> int:
     """1 (greedy) to ``config.MAX_BEAM_SIZE``: each beam multiplies the decoder's work."""
-    return _whole_number(text, 1, MAX_BEAM_SIZE, f"a whole number from 1 (greedy) to {MAX_BEAM_SIZE} (the paper uses 4)")
+    return _whole_number(
+        text, 1, MAX_BEAM_SIZE, f"a whole number from 1 (greedy) to {MAX_BEAM_SIZE} (the paper uses 4)"
+    )
 
 
 def finite_float(min: float, *, above: bool = False):  # noqa: A002 - reads like the option's bound
@@ -184,7 +186,9 @@ def _check_writable(path: Path, text: str) -> None:
 def existing_dir_or_new(text: str) -> str:
     """A folder to write into (``train --out``): one that exists, or one that can be created; never a file."""
     if _kind(Path(text), text) == "file":
-        raise argparse.ArgumentTypeError(f"{text} is a file, not a folder; the run's checkpoints and logs go in a folder")
+        raise argparse.ArgumentTypeError(
+            f"{text} is a file, not a folder; the run's checkpoints and logs go in a folder"
+        )
     _check_writable(Path(text), text)
     return text
 
@@ -200,7 +204,9 @@ def new_file(text: str) -> str:
 def existing_dir(text: str) -> str:
     """``--data-dir``: a folder that exists (expanded like ``data.resolve_data_dir``; "" means unset)."""
     if text and _kind(Path(text).expanduser(), text) != "dir":
-        raise argparse.ArgumentTypeError(f"{text} does not exist or is not a folder; it should hold the raw Multi30k .gz files")
+        raise argparse.ArgumentTypeError(
+            f"{text} does not exist or is not a folder; it should hold the raw Multi30k .gz files"
+        )
     return text
 
 
@@ -225,7 +231,9 @@ class TensorBoardOption(argparse.Action):
         try:
             summary_writer_class()
         except TensorBoardMissingError:
-            raise argparse.ArgumentError(self, f"needs the tensorboard package, which is not installed: {INSTALL_HINT}") from None
+            raise argparse.ArgumentError(
+                self, f"needs the tensorboard package, which is not installed: {INSTALL_HINT}"
+            ) from None
         setattr(namespace, self.dest, values)
 
 
@@ -241,7 +249,9 @@ def check_utf8(argv: list[str]) -> None:
                 raw = arg.encode("utf-8", "backslashreplace")
             where = f"the value of {argv[i - 1]}" if i and argv[i - 1].startswith("--") else f"argument {i + 1}"
             prog = f"{PROG} {argv[0]}" if argv[0] in COMMANDS else PROG
-            raise UsageError(usage_line(prog, f"{where} is not valid UTF-8: {raw!r}; use a UTF-8 terminal or file name"))
+            raise UsageError(
+                usage_line(prog, f"{where} is not valid UTF-8: {raw!r}; use a UTF-8 terminal or file name")
+            )
 
 
 DEVICE_FORMS = "cpu, cuda, cuda:N or mps"
@@ -251,8 +261,18 @@ DEVICE_FORMS = "cpu, cuda, cuda:N or mps"
 
 
 def _add_data_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data-dir", type=existing_dir, metavar="DIR", help="directory with the raw Multi30k .gz files (default: $TRANSFORMER_LESSONS_DATA, else the cache/download)")
-    p.add_argument("--corpus", type=corpus_file, metavar="PATH", help="a corpus saved by 'prepare' (no spaCy needed); replaces --data-dir")
+    p.add_argument(
+        "--data-dir",
+        type=existing_dir,
+        metavar="DIR",
+        help="directory with the raw Multi30k .gz files (default: $TRANSFORMER_LESSONS_DATA, else the cache/download)",
+    )
+    p.add_argument(
+        "--corpus",
+        type=corpus_file,
+        metavar="PATH",
+        help="a corpus saved by 'prepare' (no spaCy needed); replaces --data-dir",
+    )
 
 
 def _add_prepare(sub) -> None:
@@ -262,9 +282,19 @@ def _add_prepare(sub) -> None:
         description="Tokenize Multi30k (spaCy) and save the corpus, e.g. to train on a machine without spaCy (train --corpus).",
     )
     p.add_argument("--out", type=new_file, required=True, metavar="PATH", help="file to write (.json.gz)")
-    p.add_argument("--preset", choices=PRESETS, default=None, help="take min_freq/limit/drop_longer_than/bpe_merges from this training preset (default: full)")
+    p.add_argument(
+        "--preset",
+        choices=PRESETS,
+        default=None,
+        help="take min_freq/limit/drop_longer_than/bpe_merges from this training preset (default: full)",
+    )
     p.add_argument("--limit", type=positive_int, metavar="N", help="keep only the first N training pairs")
-    p.add_argument("--bpe-merges", type=non_negative_int, metavar="N", help="subword units: N byte-pair merges per language (0 = whole words; default: the preset's)")
+    p.add_argument(
+        "--bpe-merges",
+        type=non_negative_int,
+        metavar="N",
+        help="subword units: N byte-pair merges per language (0 = whole words; default: the preset's)",
+    )
     p.add_argument("--data-dir", type=existing_dir, metavar="DIR", help="directory with the raw Multi30k .gz files")
 
 
@@ -274,19 +304,45 @@ def _add_train(sub) -> None:
         help="train a model (resumes an interrupted run)",
         description="Train on Multi30k with a preset; checkpoints, history.json and metrics.json go to --out.",
     )
-    p.add_argument("--preset", choices=PRESETS, default=None, help="quick: CPU, ~2 min; cpu: the course's translator on a CPU, 90 min; full: one GPU, ~15 min (default: $TRANSFORMER_LESSONS_MODE, else full with a GPU, quick without)")
-    p.add_argument("--out", type=existing_dir_or_new, metavar="DIR", help="output directory (default: runs/<preset>, in a clone the repository's top-level runs/)")
+    p.add_argument(
+        "--preset",
+        choices=PRESETS,
+        default=None,
+        help="quick: CPU, ~2 min; cpu: the course's translator on a CPU, 90 min; full: one GPU, ~15 min (default: $TRANSFORMER_LESSONS_MODE, else full with a GPU, quick without)",
+    )
+    p.add_argument(
+        "--out",
+        type=existing_dir_or_new,
+        metavar="DIR",
+        help="output directory (default: runs/<preset>, in a clone the repository's top-level runs/)",
+    )
     _add_data_args(p)
     p.add_argument("--epochs", type=positive_int, metavar="N", help="number of epochs")
     p.add_argument("--limit", type=positive_int, metavar="N", help="use only the first N training pairs")
-    p.add_argument("--bpe-merges", type=non_negative_int, metavar="N", help="subword units: N byte-pair merges per language (0 = whole words; default: the preset's)")
+    p.add_argument(
+        "--bpe-merges",
+        type=non_negative_int,
+        metavar="N",
+        help="subword units: N byte-pair merges per language (0 = whole words; default: the preset's)",
+    )
     p.add_argument("--max-tokens", type=positive_int, metavar="N", help="padded tokens per batch")
     p.add_argument("--eval-every", type=positive_int, metavar="N", help="validation BLEU every N epochs")
-    p.add_argument("--bleu-val-limit", type=positive_int, metavar="N", help="validation BLEU on the first N sentences only")
-    p.add_argument("--beam", type=beam_size, metavar="N", help=f"beam size for the final test evaluation (1 = greedy, at most {MAX_BEAM_SIZE})")
+    p.add_argument(
+        "--bleu-val-limit", type=positive_int, metavar="N", help="validation BLEU on the first N sentences only"
+    )
+    p.add_argument(
+        "--beam",
+        type=beam_size,
+        metavar="N",
+        help=f"beam size for the final test evaluation (1 = greedy, at most {MAX_BEAM_SIZE})",
+    )
     p.add_argument("--seed", type=seed_int, metavar="N", help=f"random seed (0 to {MAX_SEED})")
-    p.add_argument("--average-last", type=positive_int, metavar="N",
-                   help="test the mean of the last N epochs' weights (paper §6.1 averages 5) instead of the best epoch's")
+    p.add_argument(
+        "--average-last",
+        type=positive_int,
+        metavar="N",
+        help="test the mean of the last N epochs' weights (paper §6.1 averages 5) instead of the best epoch's",
+    )
     p.add_argument(
         "--max-minutes",
         type=finite_float(0.0, above=True),
@@ -296,39 +352,90 @@ def _add_train(sub) -> None:
     )
     p.add_argument("--max-steps", type=positive_int, metavar="N", help="stop after this many updates (resume later)")
     p.add_argument("--device", type=device_arg, help=f"{DEVICE_FORMS} (default: cuda if available)")
-    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None, help="torch.compile the model (GPU only)")
-    p.add_argument("--precision", choices=PRECISIONS, help="auto (default): bfloat16 autocast on recent GPUs, float32 elsewhere; "
-                   "bfloat16: on a CPU too (faster steps); float32: never")
     p.add_argument(
-        "--tensorboard", nargs="?", const=True, type=existing_dir_or_new, action=TensorBoardOption, metavar="DIR",
+        "--compile", action=argparse.BooleanOptionalAction, default=None, help="torch.compile the model (GPU only)"
+    )
+    p.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        help="auto (default): bfloat16 autocast on recent GPUs, float32 elsewhere; "
+        "bfloat16: on a CPU too (faster steps); float32: never",
+    )
+    p.add_argument(
+        "--tensorboard",
+        nargs="?",
+        const=True,
+        type=existing_dir_or_new,
+        action=TensorBoardOption,
+        metavar="DIR",
         help='also log to TensorBoard, into DIR (default: <out>/tensorboard); needs pip install "transformer-lessons[tensorboard]"',
-    )  # fmt: skip
+    )
     p.add_argument("--no-resume", action="store_true", help="start over even if --out holds last.pt")
     p.add_argument("--no-test", action="store_true", help="skip the final test-set evaluation")
     p.add_argument("--quiet", action="store_true", help="no progress bars; the one-line-per-epoch log is still printed")
 
 
 def _add_translate(sub) -> None:
-    p = sub.add_parser("translate", help="translate German sentences", description="Translate German sentences into English.")
+    p = sub.add_parser(
+        "translate", help="translate German sentences", description="Translate German sentences into English."
+    )
     p.add_argument("sentences", nargs="+", help="German sentences (quote each one)")
     p.add_argument("--checkpoint", type=checkpoint_file, metavar="PATH", help=f"a checkpoint ({DEFAULT_MODEL_HELP})")
-    p.add_argument("--beam", type=beam_size, default=4, metavar="N", help=f"beam size (default 4; 1 = greedy; at most {MAX_BEAM_SIZE})")
+    p.add_argument(
+        "--beam",
+        type=beam_size,
+        default=4,
+        metavar="N",
+        help=f"beam size (default 4; 1 = greedy; at most {MAX_BEAM_SIZE})",
+    )
     p.add_argument("--device", type=device_arg, help=f"{DEVICE_FORMS} (default: cuda if available)")
-    p.add_argument("--no-cache", action="store_true", help="decode without the key/value cache: rerun the decoder on the whole prefix at each step (same output, slower; notebook 12)")
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="decode without the key/value cache: rerun the decoder on the whole prefix at each step (same output, slower; notebook 12)",
+    )
 
 
 def _add_evaluate(sub) -> None:
-    p = sub.add_parser("evaluate", help="BLEU of a checkpoint on a Multi30k split", description="Translate a split and print sacreBLEU (with its signature).")
-    p.add_argument("--checkpoint", type=checkpoint_file, metavar="PATH", help=f"the checkpoint to score ({DEFAULT_MODEL_HELP})")
-    p.add_argument("--split", type=split_name, default="test_2016_flickr", metavar="SPLIT", help=f"Multi30k split: {', '.join(SPLITS)} (default test_2016_flickr)")
+    p = sub.add_parser(
+        "evaluate",
+        help="BLEU of a checkpoint on a Multi30k split",
+        description="Translate a split and print sacreBLEU (with its signature).",
+    )
+    p.add_argument(
+        "--checkpoint", type=checkpoint_file, metavar="PATH", help=f"the checkpoint to score ({DEFAULT_MODEL_HELP})"
+    )
+    p.add_argument(
+        "--split",
+        type=split_name,
+        default="test_2016_flickr",
+        metavar="SPLIT",
+        help=f"Multi30k split: {', '.join(SPLITS)} (default test_2016_flickr)",
+    )
     _add_data_args(p)
-    p.add_argument("--beam", type=beam_size, default=4, metavar="N", help=f"beam size (default 4, the paper's; 1 = greedy; at most {MAX_BEAM_SIZE})")
-    p.add_argument("--length-penalty", type=finite_float(0.0), default=0.6, metavar="ALPHA", help="GNMT length penalty alpha, >= 0 (default 0.6; 0 = none)")
+    p.add_argument(
+        "--beam",
+        type=beam_size,
+        default=4,
+        metavar="N",
+        help=f"beam size (default 4, the paper's; 1 = greedy; at most {MAX_BEAM_SIZE})",
+    )
+    p.add_argument(
+        "--length-penalty",
+        type=finite_float(0.0),
+        default=0.6,
+        metavar="ALPHA",
+        help="GNMT length penalty alpha, >= 0 (default 0.6; 0 = none)",
+    )
     p.add_argument("--limit", type=positive_int, metavar="N", help="score only the first N sentences")
     p.add_argument("--device", type=device_arg, help=f"{DEVICE_FORMS} (default: cuda if available)")
     p.add_argument("--output", type=new_file, metavar="PATH", help="also write the hypotheses, one per line")
     p.add_argument("--json", type=new_file, metavar="PATH", help="also write the scores as JSON")
-    p.add_argument("--no-cache", action="store_true", help="decode without the key/value cache: rerun the decoder on the whole prefix at each step (same output, slower; notebook 12)")
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="decode without the key/value cache: rerun the decoder on the whole prefix at each step (same output, slower; notebook 12)",
+    )
 
 
 def _add_classroom(sub) -> None:
@@ -339,11 +446,33 @@ def _add_classroom(sub) -> None:
         "model checked, the quick model trained into runs/quick. Then copy the folder to the learners' machines: every "
         "notebook runs with the network off. Run it inside the course folder.",
     )
-    p.add_argument("--from", dest="source", type=existing_dir, metavar="DIR", help="copy Multi30k from this folder of .gz files instead of downloading it (default: $TRANSFORMER_LESSONS_DATA when set)")
-    p.add_argument("--no-train", action="store_true", help="leave the quick model for each learner to train (notebook 10, about 2 min)")
-    p.add_argument("--wheels", action="store_true", help="also download every Python package of this environment into classroom/wheels, for an offline make learn on machines of the same OS and Python")
-    p.add_argument("--torch-index", metavar="URL", help="where --wheels gets PyTorch (default: from this environment's build, e.g. https://download.pytorch.org/whl/cpu for 2.13.0+cpu; PyPI for a plain version)")
-    p.add_argument("--check", action="store_true", help="only say whether this machine is ready (no network, nothing changed); exit status 1 if not")
+    p.add_argument(
+        "--from",
+        dest="source",
+        type=existing_dir,
+        metavar="DIR",
+        help="copy Multi30k from this folder of .gz files instead of downloading it (default: $TRANSFORMER_LESSONS_DATA when set)",
+    )
+    p.add_argument(
+        "--no-train",
+        action="store_true",
+        help="leave the quick model for each learner to train (notebook 10, about 2 min)",
+    )
+    p.add_argument(
+        "--wheels",
+        action="store_true",
+        help="also download every Python package of this environment into classroom/wheels, for an offline make learn on machines of the same OS and Python",
+    )
+    p.add_argument(
+        "--torch-index",
+        metavar="URL",
+        help="where --wheels gets PyTorch (default: from this environment's build, e.g. https://download.pytorch.org/whl/cpu for 2.13.0+cpu; PyPI for a plain version)",
+    )
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="only say whether this machine is ready (no network, nothing changed); exit status 1 if not",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
@@ -423,9 +552,13 @@ def _print_train_result(result: dict) -> None:
     out = Path(result["out_dir"])
     last = result["history"][-1] if result["history"] else None
     if last:
-        print(f"trained {len(result['history'])} epochs, {result['step']} steps, {last['tokens_per_s']:,.0f} target tokens/s in the last epoch")
+        print(
+            f"trained {len(result['history'])} epochs, {result['step']} steps, {last['tokens_per_s']:,.0f} target tokens/s in the last epoch"
+        )
     if result["best_epoch"] is not None:
-        print(f"best validation BLEU (greedy) {result['best_val_bleu']:.2f} at epoch {result['best_epoch']}: {out / 'best.pt'}")
+        print(
+            f"best validation BLEU (greedy) {result['best_val_bleu']:.2f} at epoch {result['best_epoch']}: {out / 'best.pt'}"
+        )
     if result["test"]:
         t = result["test"]
         print(f"test_2016_flickr (beam {t['beam_size']}): BLEU {t['bleu']:.2f}  {t['signature']}")
@@ -487,7 +620,9 @@ def cmd_translate(args) -> int:
     from transformer_lessons.translation import translate
 
     checkpoint = _checkpoint(args.checkpoint)
-    for line in translate(checkpoint, list(args.sentences), beam_size=args.beam, device=args.device, use_cache=not args.no_cache):
+    for line in translate(
+        checkpoint, list(args.sentences), beam_size=args.beam, device=args.device, use_cache=not args.no_cache
+    ):
         print(line)
     return 0
 
@@ -538,7 +673,13 @@ def cmd_classroom(args) -> int:
     return 0
 
 
-COMMANDS = {"prepare": cmd_prepare, "train": cmd_train, "translate": cmd_translate, "evaluate": cmd_evaluate, "classroom": cmd_classroom}
+COMMANDS = {
+    "prepare": cmd_prepare,
+    "train": cmd_train,
+    "translate": cmd_translate,
+    "evaluate": cmd_evaluate,
+    "classroom": cmd_classroom,
+}
 
 
 def describe_os_error(err: OSError) -> str:
@@ -553,9 +694,14 @@ def run_command(args) -> int:
     """Run the parsed command; every error it can meet becomes one line on stderr and an exit status."""
     try:
         return COMMANDS[args.command](args)
-    except (UserError, CourseError) as err:  # DataError, CheckpointError, TrainingError, ...: messages that say what to do
+    except (
+        UserError,
+        CourseError,
+    ) as err:  # DataError, CheckpointError, TrainingError, ...: messages that say what to do
         print(f"error: {one_line(str(err))}", file=sys.stderr)
-        return EXIT_FAILURE if isinstance(err, RankLostError) else EXIT_USER_ERROR  # another process failed, not the command
+        return (
+            EXIT_FAILURE if isinstance(err, RankLostError) else EXIT_USER_ERROR
+        )  # another process failed, not the command
     except OSError as err:  # a full disk, a read-only folder: the machine failed, not the command
         print(f"error: {describe_os_error(err)}", file=sys.stderr)
         return EXIT_FAILURE

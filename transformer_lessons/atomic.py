@@ -75,4 +75,12 @@ def atomic_write_json(path: str | os.PathLike, data: Any, indent: int | None = 1
     return atomic_write_text(path, json.dumps(data, indent=indent, ensure_ascii=False))
 
 
-__all__ = ["TEMPORARY_NAME", "WRITE_ERRNOS", "atomic_write", "atomic_write_json", "atomic_write_text", "temporary_name", "temporary_writer"]
+__all__ = [
+    "TEMPORARY_NAME",
+    "WRITE_ERRNOS",
+    "atomic_write",
+    "atomic_write_json",
+    "atomic_write_text",
+    "temporary_name",
+    "temporary_writer",
+]

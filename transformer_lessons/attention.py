@@ -117,13 +117,24 @@ class MultiHeadAttention(nn.Module):
             records, ``False`` never does.
     """
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.1, n_kv_heads: int | None = None, rotary_base: float | None = None):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        dropout: float = 0.1,
+        n_kv_heads: int | None = None,
+        rotary_base: float | None = None,
+    ):
         super().__init__()
         if d_model % n_heads != 0:
-            raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads}): each head gets d_model / n_heads dimensions")
+            raise ValueError(
+                f"d_model ({d_model}) must be divisible by n_heads ({n_heads}): each head gets d_model / n_heads dimensions"
+            )
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         if isinstance(n_kv_heads, bool) or not isinstance(n_kv_heads, int) or n_kv_heads < 1 or n_heads % n_kv_heads:
-            raise ValueError(f"n_kv_heads must be a whole number >= 1 that divides n_heads ({n_heads}) or None, got {n_kv_heads!r}")
+            raise ValueError(
+                f"n_kv_heads must be a whole number >= 1 that divides n_heads ({n_heads}) or None, got {n_kv_heads!r}"
+            )
         self.d_model = d_model
         self.n_heads = n_heads
         self.n_kv_heads = n_kv_heads  # paper: = n_heads; fewer is GQA / multi-query (Ainslie et al. 2023; Shazeer 2019)
@@ -216,7 +227,9 @@ class MultiHeadAttention(nn.Module):
         group = self.n_heads // x.size(1)
         return x if group == 1 else x.repeat_interleave(group, dim=1)  # (B, Hkv, S, Dh) -> (B, H, S, Dh)
 
-    def _attend_heads(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    def _attend_heads(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None
+    ) -> torch.Tensor:
         """Attention of projected ``q (B, H, T, Dh)`` over ``k, v (B, Hkv, S, Dh)``, heads merged and mixed by ``W^O`` -> ``(B, T, D)``."""
         B, _, T, _ = q.shape
         k, v = self._share_kv_heads(k), self._share_kv_heads(v)  # (B, H, S, Dh) each

@@ -92,8 +92,17 @@ def average_last_epochs(out: str | Path, n: int) -> tuple[dict, list[int]]:
         try:
             states.append(torch.load(path, map_location="cpu", weights_only=True)["model"])
         except Exception as err:  # a damaged file: torch raises many kinds
-            raise CheckpointError(f"{path}: cannot be read to average ({err}); delete it and the run averages the others") from err
+            raise CheckpointError(
+                f"{path}: cannot be read to average ({err}); delete it and the run averages the others"
+            ) from err
     return average_state_dicts(states), epochs
 
 
-__all__ = ["EPOCHS_DIR", "average_last_epochs", "average_state_dicts", "epoch_weights_path", "save_epoch_weights", "saved_epochs"]
+__all__ = [
+    "EPOCHS_DIR",
+    "average_last_epochs",
+    "average_state_dicts",
+    "epoch_weights_path",
+    "save_epoch_weights",
+    "saved_epochs",
+]

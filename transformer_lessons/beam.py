@@ -74,7 +74,10 @@ def beam_search(
     if not 1 <= beam_size <= MAX_BEAM_SIZE:
         raise ValueError(f"beam_size must be between 1 and {MAX_BEAM_SIZE}, got {beam_size} (the paper uses 4)")
     B, device = src.size(0), src.device
-    K, alpha = beam_size, length_penalty  # the paper's letters; the argument is not read again (its name is also a function's)
+    K, alpha = (
+        beam_size,
+        length_penalty,
+    )  # the paper's letters; the argument is not read again (its name is also a function's)
     memory = model.encode(src, src_mask).repeat_interleave(K, dim=0)  # (B, S, D) -> (B*K, S, D)
     mask = src_mask.repeat_interleave(K, dim=0) if src_mask is not None else None  # (B*K, 1, 1, S)
     seqs = torch.full((B, K, 1), bos_id, dtype=torch.long, device=device)  # (A, K, t), A = sentences still searched
@@ -132,7 +135,9 @@ def _follow_beams(cache: KVCache | None, parent: torch.Tensor, keep: list[int], 
     the cache's rows go from ``A * K`` to ``len(keep) * K``, in the order of ``seqs``.
     """
     if cache is not None:
-        rows = (torch.arange(parent.size(0), device=parent.device)[:, None] * K + parent)[keep]  # (A', K) rows of (A*K, ...)
+        rows = (torch.arange(parent.size(0), device=parent.device)[:, None] * K + parent)[
+            keep
+        ]  # (A', K) rows of (A*K, ...)
         cache.reorder(rows.flatten())  # (A*K, ...) -> (A'*K, ...)
 
 
@@ -141,7 +146,9 @@ def _extend_alive(seqs, top_scores, beam, token, is_eos, K: int):
     t = seqs.size(-1)
     alive_scores, pos = top_scores.masked_fill(is_eos, float("-inf")).topk(K, dim=-1)  # (A, K)
     parent = beam.gather(1, pos)  # (A, K): which prefix each survivor extends
-    seqs = torch.cat([seqs.gather(1, parent.unsqueeze(-1).expand(-1, -1, t)), token.gather(1, pos).unsqueeze(-1)], dim=2)
+    seqs = torch.cat(
+        [seqs.gather(1, parent.unsqueeze(-1).expand(-1, -1, t)), token.gather(1, pos).unsqueeze(-1)], dim=2
+    )
     return seqs, alive_scores, parent  # (A, K, t + 1), (A, K), (A, K)
 
 
@@ -154,7 +161,9 @@ def _keep_rows(keep: list[int], K: int, seqs, scores, memory, mask):
     return seqs[rows], scores[rows], memory, mask
 
 
-def _best_hypotheses(finished: list[list[tuple[float, list[int]]]], filler: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+def _best_hypotheses(
+    finished: list[list[tuple[float, list[int]]]], filler: int, device
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Each sentence's best ``(score, ids)`` hypothesis, padded with ``filler`` into ``(B, 1 + L)``, and the scores ``(B,)``."""
     best = [max(f, key=lambda item: item[0]) for f in finished]
     width = max(len(seq) for _, seq in best)

@@ -167,7 +167,9 @@ class BPE:
         symbols = [*word[:-1], word[-1] + END]
         while len(symbols) > 1:
             # Apply the earliest-learned merge present, as learning did.
-            best = min(range(len(symbols) - 1), key=lambda j: self.ranks.get((symbols[j], symbols[j + 1]), len(self.ranks)))
+            best = min(
+                range(len(symbols) - 1), key=lambda j: self.ranks.get((symbols[j], symbols[j + 1]), len(self.ranks))
+            )
             pair = (symbols[best], symbols[best + 1])
             if pair not in self.ranks:
                 break

@@ -66,7 +66,9 @@ def _why_not_written(path: Path, err: RuntimeError) -> str:
         free = f"with the partial file removed, {shutil.disk_usage(path.parent).free / 1e6:,.0f} MB are free there"
     except OSError:
         free = "its free space is unknown"
-    detail = str(err).splitlines()[0].split("] ", 1)[-1].strip(" .")  # "[enforce fail at inline_container.cc:672] . x" -> "x"
+    detail = (
+        str(err).splitlines()[0].split("] ", 1)[-1].strip(" .")
+    )  # "[enforce fail at inline_container.cc:672] . x" -> "x"
     kept = f"the earlier {path.name} is intact" if path.is_file() else "no file was left"
     return (
         f"could not be written, PyTorch's writer failed ({detail}): most likely the disk is full ({free}). "
@@ -99,15 +101,21 @@ def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device | 
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at {path}")
     if path.stat().st_size == 0:
-        raise CheckpointError(f"{path} is empty (0 bytes): a save was cut off or the copy failed; train or download it again")
+        raise CheckpointError(
+            f"{path} is empty (0 bytes): a save was cut off or the copy failed; train or download it again"
+        )
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # zip/pickle errors, truncation, and "unsupported global" from weights_only
         raise CheckpointError(_why_unreadable(path, err)) from err
     if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
-        raise CheckpointError(f"{path} is a PyTorch file but not a transformer_lessons checkpoint (no 'format': {CHECKPOINT_FORMAT!r})")
+        raise CheckpointError(
+            f"{path} is a PyTorch file but not a transformer_lessons checkpoint (no 'format': {CHECKPOINT_FORMAT!r})"
+        )
     if ckpt.get("version") != CHECKPOINT_VERSION:
-        raise CheckpointError(f"{path} has checkpoint version {ckpt.get('version')!r}; this code reads version {CHECKPOINT_VERSION}")
+        raise CheckpointError(
+            f"{path} has checkpoint version {ckpt.get('version')!r}; this code reads version {CHECKPOINT_VERSION}"
+        )
     for key in REQUIRED_KEYS:
         if key not in ckpt:
             raise CheckpointError(f"{path} lacks the entry {key!r}; it is damaged or was written by other code")
@@ -116,7 +124,11 @@ def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device | 
 
 def non_finite_tensors(state: dict[str, torch.Tensor]) -> list[str]:
     """Names of the floating-point tensors in ``state`` that hold a NaN or an infinity."""
-    return [k for k, v in state.items() if torch.is_tensor(v) and v.is_floating_point() and not bool(torch.isfinite(v).all())]
+    return [
+        k
+        for k, v in state.items()
+        if torch.is_tensor(v) and v.is_floating_point() and not bool(torch.isfinite(v).all())
+    ]
 
 
 def vocab_from_dict(data: dict, what: str) -> "Vocab":
@@ -129,7 +141,12 @@ def vocab_from_dict(data: dict, what: str) -> "Vocab":
         raise CheckpointError(f"the checkpoint's {what} vocabulary is damaged: {err}") from err
 
 
-def check_state_fits(model: nn.Module, state: dict[str, torch.Tensor], src_vocab_size: int | None = None, tgt_vocab_size: int | None = None) -> None:
+def check_state_fits(
+    model: nn.Module,
+    state: dict[str, torch.Tensor],
+    src_vocab_size: int | None = None,
+    tgt_vocab_size: int | None = None,
+) -> None:
     """Raise :class:`CheckpointError` naming every difference between ``state`` and ``model``.
 
     Checks the vocabulary sizes against the embedding tables first (the
@@ -137,21 +154,36 @@ def check_state_fits(model: nn.Module, state: dict[str, torch.Tensor], src_vocab
     ``limit``), then the parameter names and shapes.
     """
     problems = []
-    for key, size, what in (("src_embed.table.weight", src_vocab_size, "source"), ("tgt_embed.table.weight", tgt_vocab_size, "target")):
+    for key, size, what in (
+        ("src_embed.table.weight", src_vocab_size, "source"),
+        ("tgt_embed.table.weight", tgt_vocab_size, "target"),
+    ):
         if size is not None and key in state and state[key].shape[0] != size:
-            problems.append(f"the {what} vocabulary has {size} tokens but the checkpoint's {key} has {state[key].shape[0]} rows")
+            problems.append(
+                f"the {what} vocabulary has {size} tokens but the checkpoint's {key} has {state[key].shape[0]} rows"
+            )
     expected = model.state_dict()
     missing = [k for k in expected if k not in state]
     unexpected = [k for k in state if k not in expected]
-    shapes = [f"{k}: checkpoint {tuple(state[k].shape)} vs model {tuple(v.shape)}" for k, v in expected.items() if k in state and state[k].shape != v.shape]
-    for what, items in (("missing parameters", missing), ("unexpected parameters", unexpected), ("shape mismatches", shapes)):
+    shapes = [
+        f"{k}: checkpoint {tuple(state[k].shape)} vs model {tuple(v.shape)}"
+        for k, v in expected.items()
+        if k in state and state[k].shape != v.shape
+    ]
+    for what, items in (
+        ("missing parameters", missing),
+        ("unexpected parameters", unexpected),
+        ("shape mismatches", shapes),
+    ):
         if items:
             problems.append(f"{what} {items[:5]}{' …' if len(items) > 5 else ''}")
     if problems:
         raise CheckpointError("the checkpoint does not fit the model: " + "; ".join(problems))
 
 
-def load_checkpoint(path: str | os.PathLike, device: str | torch.device | None = None) -> tuple[Transformer, "Vocab", "Vocab", dict]:
+def load_checkpoint(
+    path: str | os.PathLike, device: str | torch.device | None = None
+) -> tuple[Transformer, "Vocab", "Vocab", dict]:
     """Rebuild a trained model and its vocabularies from a checkpoint file.
 
     Works for the training checkpoints (``last.pt``, ``best.pt``) and for
@@ -167,7 +199,9 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device | None =
             model, its weights are not finite (the run that wrote it diverged), or they do not fit the model
             its config describes (the message lists what differs).
     """
-    device = torch.device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = (
+        torch.device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    )
     ckpt = read_checkpoint(path)
     try:
         config = ModelConfig(**ckpt["model_config"])
@@ -177,7 +211,9 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device | None =
     tgt_vocab = vocab_from_dict(ckpt["tgt_vocab"], "target")
     try:
         model = Transformer(config, len(src_vocab), len(tgt_vocab))
-    except Exception as err:  # a config no model can have (n_heads not dividing d_model, positional='banana', a size < 1)
+    except (
+        Exception
+    ) as err:  # a config no model can have (n_heads not dividing d_model, positional='banana', a size < 1)
         raise CheckpointError(
             f"{path}: its model config cannot build a model ({err}); the file is damaged or was written by other code: "
             "train it again, or use another checkpoint"
@@ -199,7 +235,9 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device | None =
     return model, src_vocab, tgt_vocab, info
 
 
-def export_for_inference(checkpoint: str | os.PathLike, path: str | os.PathLike, dtype: torch.dtype = torch.float16) -> int:
+def export_for_inference(
+    checkpoint: str | os.PathLike, path: str | os.PathLike, dtype: torch.dtype = torch.float16
+) -> int:
     """Write a small checkpoint for translation only: weights in ``dtype``, no optimizer state.
 
     The tied target embedding / output projection is stored once. The file
@@ -212,9 +250,21 @@ def export_for_inference(checkpoint: str | os.PathLike, path: str | os.PathLike,
         if key == "generator.weight" and ckpt["model_config"].get("tie_embeddings"):
             continue
         state[key] = tensor.to(dtype) if tensor.is_floating_point() else tensor
-    keep = ("model_config", "train_config", "src_vocab", "tgt_vocab", "step", "epoch", "best_val_bleu", "best_epoch", "history")
+    keep = (
+        "model_config",
+        "train_config",
+        "src_vocab",
+        "tgt_vocab",
+        "step",
+        "epoch",
+        "best_val_bleu",
+        "best_epoch",
+        "history",
+    )
     small = {k: ckpt[k] for k in keep if k in ckpt}
-    small.update(format=CHECKPOINT_FORMAT, version=CHECKPOINT_VERSION, model=state, dtype=str(dtype).replace("torch.", ""))
+    small.update(
+        format=CHECKPOINT_FORMAT, version=CHECKPOINT_VERSION, model=state, dtype=str(dtype).replace("torch.", "")
+    )
     save_checkpoint(small, path)
     return Path(path).stat().st_size
 

@@ -61,11 +61,23 @@ from transformer_lessons.data.files import (
     sha256_file,
 )
 from transformer_lessons.errors import CourseError
-from transformer_lessons.pretrained import COURSE_MODEL_SHA256, MODEL_ENV, cached_copy, course_model_file, repository_copy
+from transformer_lessons.pretrained import (
+    COURSE_MODEL_SHA256,
+    MODEL_ENV,
+    cached_copy,
+    course_model_file,
+    repository_copy,
+)
 from transformer_lessons.rundir import course_root, default_out_dir
 
-COURSE_SPLITS = ("train", "val", "test_2016_flickr")  # what the notebooks read; the other test sets serve `evaluate --split`
-WHEELS = Path("classroom") / "wheels"  # in the course folder: every Python package, for an offline pip install (Makefile)
+COURSE_SPLITS = (
+    "train",
+    "val",
+    "test_2016_flickr",
+)  # what the notebooks read; the other test sets serve `evaluate --split`
+WHEELS = (
+    Path("classroom") / "wheels"
+)  # in the course folder: every Python package, for an offline pip install (Makefile)
 QUICK_RUN = "quick"  # the run notebooks 10 and 11 train with resume=True: runs/quick
 Say = Callable[[str], None]
 
@@ -79,7 +91,9 @@ class ClassroomError(CourseError):
 # --------------------------------------------------------------------------------------
 
 
-def prepare(source: str | os.PathLike | None = None, quick_model: bool = True, progress: bool = True, say: Say = print) -> Path:
+def prepare(
+    source: str | os.PathLike | None = None, quick_model: bool = True, progress: bool = True, say: Say = print
+) -> Path:
     """Make the course folder we are in ready for a classroom without network; returns its ``classroom/cache``.
 
     Args:
@@ -114,7 +128,9 @@ def gather_data(cache: Path, source: Path | None, progress: bool, say: Say) -> N
             if (cache / name).is_file() and sha256_file(cache / name) == SHA256[name]:
                 continue
             if source is not None:
-                found = fetch(split, lang, data_dir=source)  # checked against SHA256, or a DataError that says what is wrong
+                found = fetch(
+                    split, lang, data_dir=source
+                )  # checked against SHA256, or a DataError that says what is wrong
                 atomic_write(cache / name, lambda tmp, found=found: shutil.copyfile(found, tmp))
             else:
                 fetch(split, lang, progress=progress)  # downloads into cache_dir(), which is `cache` here
@@ -137,7 +153,9 @@ def check_course_model(progress: bool, say: Say) -> None:
 
 def train_quick_model(progress: bool, say: Say) -> None:
     """The ``quick`` run of notebooks 10 and 11, trained (or finished) in ``runs/quick``."""
-    result = training_run.train(QUICK_RUN, out_dir=default_out_dir(QUICK_RUN), resume=True, progress=progress, log=progress)
+    result = training_run.train(
+        QUICK_RUN, out_dir=default_out_dir(QUICK_RUN), resume=True, progress=progress, log=progress
+    )
     bleu = f", test BLEU {result['test']['bleu']:.2f}" if result.get("test") else ""
     say(f"the quick model: {default_out_dir(QUICK_RUN)}, {result['step']} updates{bleu}")
 
@@ -160,20 +178,40 @@ def download_wheels(torch_index: str | None = None, say: Say = print) -> Path:
     folder = course_folder() / WHEELS
     pins = _frozen_requirements()
     index = torch_index or _torch_index(pins)
-    command = [sys.executable, "-m", "pip", "download", "--quiet", "--dest", str(folder), "pip", "setuptools>=77", "wheel", *pins]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--dest",
+        str(folder),
+        "pip",
+        "setuptools>=77",
+        "wheel",
+        *pins,
+    ]
     command += ["--extra-index-url", index] if index else []
-    env = {k: v for k, v in os.environ.items() if k != "PIP_NO_INDEX"}  # the Makefile's offline install switch: not here
+    env = {
+        k: v for k, v in os.environ.items() if k != "PIP_NO_INDEX"
+    }  # the Makefile's offline install switch: not here
     done = subprocess.run(command, stderr=subprocess.PIPE, text=True, env=env)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        raise ClassroomError(f"pip could not download the packages into {folder} (exit status {done.returncode}): {last}")
-    say(f"Python packages: {len(list(folder.glob('*')))} files in {_shown(folder)} ({_size(folder)}), for {_platform()}")
+        raise ClassroomError(
+            f"pip could not download the packages into {folder} (exit status {done.returncode}): {last}"
+        )
+    say(
+        f"Python packages: {len(list(folder.glob('*')))} files in {_shown(folder)} ({_size(folder)}), for {_platform()}"
+    )
     return folder
 
 
 def _frozen_requirements() -> list[str]:
     """``name==version`` of every installed package but the course's own (an editable install)."""
-    freeze = subprocess.run([sys.executable, "-m", "pip", "freeze", "--exclude-editable"], capture_output=True, text=True)
+    freeze = subprocess.run(
+        [sys.executable, "-m", "pip", "freeze", "--exclude-editable"], capture_output=True, text=True
+    )
     if freeze.returncode != 0:
         raise ClassroomError(f"pip freeze failed: {freeze.stderr.strip()[-300:]}; is pip installed in {sys.prefix}?")
     return [line for line in freeze.stdout.splitlines() if line.strip() and not line.startswith(("#", "-e "))]
@@ -220,14 +258,20 @@ def readiness() -> list[Item]:
     items = [_data_item(), _tokens_item(), _model_item(), _quick_item()]
     root = course_root()
     wheels = list((root / WHEELS).glob("*.whl")) if root is not None else []
-    detail = f"{len(wheels)} wheels in {WHEELS}: make learn installs from them, offline" if wheels else "none (make classroom WHEELS=yes)"
+    detail = (
+        f"{len(wheels)} wheels in {WHEELS}: make learn installs from them, offline"
+        if wheels
+        else "none (make classroom WHEELS=yes)"
+    )
     return [*items, Item("Python packages to install offline", bool(wheels), detail, needed=False)]
 
 
 def _data_item() -> Item:
     local = resolve_data_dir()
     folder = local if local is not None else cache_dir()
-    bad = [name for name, digest in SHA256.items() if not (folder / name).is_file() or sha256_file(folder / name) != digest]
+    bad = [
+        name for name, digest in SHA256.items() if not (folder / name).is_file() or sha256_file(folder / name) != digest
+    ]
     where = f"{folder} (${DATA_ENV})" if local is not None else _cache_shown()
     needed = [file_name(split, lang) for split in COURSE_SPLITS for lang in LANGS]
     ready = not set(bad) & set(needed)
@@ -252,7 +296,11 @@ def _model_item() -> Item:
     for path in (repository_copy(), cached_copy()):
         if path.is_file():
             ok = sha256_file(path) == COURSE_MODEL_SHA256
-            return Item("the course's model", ok, f"{_shown(path)}, " + ("checksum verified" if ok else "corrupt: wrong SHA-256"))
+            return Item(
+                "the course's model",
+                ok,
+                f"{_shown(path)}, " + ("checksum verified" if ok else "corrupt: wrong SHA-256"),
+            )
     return Item("the course's model", False, "not found (it would be downloaded)")
 
 
@@ -261,7 +309,12 @@ def _quick_item() -> Item:
     try:
         bleu = json.loads((run / "metrics.json").read_text(encoding="utf-8"))["test_2016_flickr"]["bleu"]
     except (OSError, ValueError, KeyError, TypeError):
-        return Item("the quick model", False, f"not trained yet in {run}: notebook 10 trains it (about two minutes)", needed=False)
+        return Item(
+            "the quick model",
+            False,
+            f"not trained yet in {run}: notebook 10 trains it (about two minutes)",
+            needed=False,
+        )
     return Item("the quick model", True, f"{run} (test BLEU {bleu:.2f}): notebooks 10 and 11 load it", needed=False)
 
 

@@ -43,8 +43,12 @@ class ModelConfig:
     # P_drop. Paper §5.4: on sublayer outputs and on embeddings+positions. Departures, both from tensor2tensor:
     # also on the attention weights (attention_dropout) and on the feed-forward's hidden activations (relu_dropout).
     dropout: float = 0.1
-    max_len: int = 512  # rows of the positional table: the longest sequence the model accepts (rotary has no table, no limit)
-    pe_base: float = 10000.0  # paper: 10000 in sin(pos / base^(2i/d_model)); some tutorials print 1000; rotary's base too
+    max_len: int = (
+        512  # rows of the positional table: the longest sequence the model accepts (rotary has no table, no limit)
+    )
+    pe_base: float = (
+        10000.0  # paper: 10000 in sin(pos / base^(2i/d_model)); some tutorials print 1000; rotary's base too
+    )
     # Paper §3.5 tried "sinusoidal" and "learned", kept sinusoidal. "rotary": RoFormer (Su et al. 2021) adds nothing to
     # the embeddings and rotates each self-attention query and key by its position (pairs of dimensions, base pe_base);
     # cross-attention is not rotated.
@@ -115,7 +119,9 @@ class TrainConfig:
     name: str = "custom"  # run name: the default output directory is runs/<name>
     # --- data ---
     min_freq: int = 2  # rarer training words become <unk>: ~8k German / ~6k English words remain
-    drop_longer_than: int | None = None  # drop *training* pairs with a side of more tokens; evaluation data is never filtered
+    drop_longer_than: int | None = (
+        None  # drop *training* pairs with a side of more tokens; evaluation data is never filtered
+    )
     limit: int | None = None  # use only the first `limit` training pairs (quick runs); None = all 29k
     max_tokens: int = 4096  # padded tokens per batch and side; the paper's 25k is for 4.5M-pair WMT
     bpe_merges: int | None = None  # subword units: byte-pair merges learned per language (None = whole words)
@@ -131,7 +137,9 @@ class TrainConfig:
     # Scheduled sampling (Bengio et al. 2015; two passes for Transformers, Mihaylova & Martins 2019): each decoder
     # input after <bos> is the model's own argmax prediction with probability p instead of the true token.
     scheduled_sampling: float = 0.0  # p in [0, 1); paper: 0, plain teacher forcing (§3.1 "shifted right")
-    scheduled_sampling_ramp: int = 0  # updates over which p rises linearly from 0 to scheduled_sampling (0: p from the start)
+    scheduled_sampling_ramp: int = (
+        0  # updates over which p rises linearly from 0 to scheduled_sampling (0: p from the start)
+    )
     # --- evaluation ---
     eval_every: int = 1  # validation BLEU every k epochs (and at the last); val loss runs every epoch
     beam_size: int = 4  # final test decoding (paper §6.1: beam 4); 1 = greedy
@@ -140,7 +148,9 @@ class TrainConfig:
     average_last: int = 1
     length_penalty: float = 0.6  # GNMT length penalty α for the beam (paper §6.1: 0.6)
     bleu_val_limit: int | None = None  # validation BLEU on the first k sentences only (None = all 1014)
-    max_output_extra: int = MAX_OUTPUT_EXTRA  # outputs stop at source length + this (paper §6.1); repeating models cost ~its square
+    max_output_extra: int = (
+        MAX_OUTPUT_EXTRA  # outputs stop at source length + this (paper §6.1); repeating models cost ~its square
+    )
     # --- running ---
     seed: int = 0  # weights, dropout and batch order all follow from it
     compile: bool = False  # torch.compile the model on a GPU (faster steps, a minute of compiling first)
@@ -149,7 +159,9 @@ class TrainConfig:
     # (a step of the cpu preset's model ran 1.34x faster on the course's 2-core machine); "float32": never. The loss,
     # Adam's state and the weights stay float32 (hardware.autocast_for).
     precision: Literal["auto", "float32", "bfloat16"] = "auto"
-    max_minutes: float | None = None  # stop once the run's training time (all resumed calls, evaluation excluded) reaches this, then evaluate
+    max_minutes: float | None = (
+        None  # stop once the run's training time (all resumed calls, evaluation excluded) reaches this, then evaluate
+    )
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -183,16 +195,21 @@ class TrainConfig:
         (how long to train, how to evaluate) may change between calls.
         """
         now, before = self.to_dict(), saved.to_dict()
-        return [f"{k}: {before[k]!r} -> {now[k]!r}" for k in now if k not in RESUMABLE_FIELDS and now[k] != before.get(k)]
+        return [
+            f"{k}: {before[k]!r} -> {now[k]!r}" for k in now if k not in RESUMABLE_FIELDS and now[k] != before.get(k)
+        ]
 
 
 #: What a resumed run may change: how long it trains, and how it is evaluated. Everything else
 #: (the model, the data, the optimizer, the seed) would make the record describe a run that never happened.
-RESUMABLE_FIELDS = frozenset({"epochs", "max_minutes", "eval_every", "beam_size", "length_penalty", "bleu_val_limit", "max_output_extra"})
+RESUMABLE_FIELDS = frozenset(
+    {"epochs", "max_minutes", "eval_every", "beam_size", "length_penalty", "bleu_val_limit", "max_output_extra"}
+)
 
 
 def _config_problems(c: "TrainConfig") -> list[str]:
     """What is wrong with ``c``'s numbers, each as "field must be ..., got ..."."""
+
     def whole(name: str, low: int, optional: bool = False) -> str | None:
         value = getattr(c, name)
         if value is None and optional:
@@ -201,28 +218,53 @@ def _config_problems(c: "TrainConfig") -> list[str]:
             return f"{name} must be a whole number >= {low}{' or None' if optional else ''}, got {value!r}"
         return None
 
-    def real(name: str, low: float, high: float = math.inf, optional: bool = False, open_low: bool = False) -> str | None:
+    def real(
+        name: str, low: float, high: float = math.inf, optional: bool = False, open_low: bool = False
+    ) -> str | None:
         value = getattr(c, name)
         if value is None and optional:
             return None
-        ok = isinstance(value, (int, float)) and math.isfinite(value) and (value > low if open_low else value >= low) and value <= high
+        ok = (
+            isinstance(value, (int, float))
+            and math.isfinite(value)
+            and (value > low if open_low else value >= low)
+            and value <= high
+        )
         if not ok:
             bound = f"{'>' if open_low else '>='} {low}" + (f" and <= {high}" if high != math.inf else "")
             return f"{name} must be a finite number {bound}{' or None' if optional else ''}, got {value!r}"
         return None
 
     checks = [
-        whole("min_freq", 1), whole("drop_longer_than", 1, optional=True), whole("limit", 1, optional=True), whole("max_tokens", 1),
-        whole("bpe_merges", 0, optional=True), whole("epochs", 1), whole("warmup", 1), whole("eval_every", 1),
-        whole("beam_size", 1), whole("average_last", 1), whole("bleu_val_limit", 1, optional=True), whole("max_output_extra", 0), whole("seed", 0),
-        real("lr_factor", 0.0, open_low=True), real("smoothing", 0.0, 0.999), real("clip_norm", 0.0, optional=True, open_low=True),
-        real("eps", 0.0, open_low=True), real("weight_decay", 0.0), real("length_penalty", 0.0),
-        real("max_minutes", 0.0, optional=True, open_low=True), real("scheduled_sampling", 0.0), whole("scheduled_sampling_ramp", 0),
+        whole("min_freq", 1),
+        whole("drop_longer_than", 1, optional=True),
+        whole("limit", 1, optional=True),
+        whole("max_tokens", 1),
+        whole("bpe_merges", 0, optional=True),
+        whole("epochs", 1),
+        whole("warmup", 1),
+        whole("eval_every", 1),
+        whole("beam_size", 1),
+        whole("average_last", 1),
+        whole("bleu_val_limit", 1, optional=True),
+        whole("max_output_extra", 0),
+        whole("seed", 0),
+        real("lr_factor", 0.0, open_low=True),
+        real("smoothing", 0.0, 0.999),
+        real("clip_norm", 0.0, optional=True, open_low=True),
+        real("eps", 0.0, open_low=True),
+        real("weight_decay", 0.0),
+        real("length_penalty", 0.0),
+        real("max_minutes", 0.0, optional=True, open_low=True),
+        real("scheduled_sampling", 0.0),
+        whole("scheduled_sampling_ramp", 0),
     ]
     if c.precision not in PRECISIONS:
         checks.append(f"precision must be one of {', '.join(PRECISIONS)}, got {c.precision!r}")
     if isinstance(c.scheduled_sampling, (int, float)) and c.scheduled_sampling >= 1.0:
-        checks.append(f"scheduled_sampling must be below 1 (1 would never show the decoder a true token), got {c.scheduled_sampling!r}")
+        checks.append(
+            f"scheduled_sampling must be below 1 (1 would never show the decoder a true token), got {c.scheduled_sampling!r}"
+        )
     if isinstance(c.beam_size, int) and c.beam_size > MAX_BEAM_SIZE:
         checks.append(f"beam_size must be at most {MAX_BEAM_SIZE}, got {c.beam_size} (the paper uses 4)")
     if not (len(c.betas) == 2 and all(isinstance(b, (int, float)) and 0.0 <= b < 1.0 for b in c.betas)):

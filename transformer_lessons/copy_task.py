@@ -41,11 +41,15 @@ def copy_batch(batch_size: int, length: int, vocab_size: int, generator: torch.G
     return src, tgt_in, src.clone()
 
 
-def copy_training_batch(batch_size: int, length: int, vocab_size: int, generator: torch.Generator | None = None) -> Batch:
+def copy_training_batch(
+    batch_size: int, length: int, vocab_size: int, generator: torch.Generator | None = None
+) -> Batch:
     """:func:`copy_batch` as a :class:`~transformer_lessons.data.Batch` for :func:`~transformer_lessons.train.train_step`:
     no padding, so no source mask, and a causal target mask ``(L, L)``."""
     src, tgt_in, tgt_out = copy_batch(batch_size, length, vocab_size, generator)
-    return Batch(src=src, tgt_in=tgt_in, tgt_out=tgt_out, src_mask=None, tgt_mask=causal_mask(length), n_tokens=tgt_out.numel())
+    return Batch(
+        src=src, tgt_in=tgt_in, tgt_out=tgt_out, src_mask=None, tgt_mask=causal_mask(length), n_tokens=tgt_out.numel()
+    )
 
 
 def make_copy_model(vocab_size: int = COPY_VOCAB, config: ModelConfig | None = None, seed: int = 0) -> Transformer:

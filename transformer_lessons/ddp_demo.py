@@ -45,7 +45,10 @@ def global_batch():
     """Five pairs, the first three short and the last two long: the two ranks' shards hold very different token counts."""
     g = torch.Generator().manual_seed(3)
     lengths = [(3, 2), (4, 3), (3, 3), (14, 16), (12, 15)]
-    pairs = [(torch.randint(4, V, (s,), generator=g).tolist(), torch.randint(4, V, (t,), generator=g).tolist()) for s, t in lengths]
+    pairs = [
+        (torch.randint(4, V, (s,), generator=g).tolist(), torch.randint(4, V, (t,), generator=g).tolist())
+        for s, t in lengths
+    ]
     return make_batch(pairs, PAD_ID, BOS_ID, EOS_ID)
 
 

@@ -30,8 +30,9 @@ from transformer_lessons.masks import causal_mask
 from transformer_lessons.model import Transformer
 
 
-
-def _append_tokens(ys: torch.Tensor, next_token: torch.Tensor, finished: torch.Tensor, eos_id: int | None, filler: int | None) -> tuple[torch.Tensor, bool]:
+def _append_tokens(
+    ys: torch.Tensor, next_token: torch.Tensor, finished: torch.Tensor, eos_id: int | None, filler: int | None
+) -> tuple[torch.Tensor, bool]:
     """One decoding step's bookkeeping, shared by every decoder here: append ``next_token (B,)`` to ``ys (B, t)``.
 
     A sentence that has already produced ``eos_id`` gets ``filler`` instead, and ``finished`` (bool ``(B,)``)
@@ -97,7 +98,11 @@ def greedy_decode(
     for _ in range(max_new_tokens):
         # Only unfinished rows go through the decoder: a finished sentence costs nothing more.
         rows = (~finished).nonzero().squeeze(1) if bool(finished.any()) else None  # (A,) or all
-        mem, mask, inp = (memory, src_mask, ys) if rows is None else (memory[rows], None if src_mask is None else src_mask[rows], ys[rows])
+        mem, mask, inp = (
+            (memory, src_mask, ys)
+            if rows is None
+            else (memory[rows], None if src_mask is None else src_mask[rows], ys[rows])
+        )
         # Every row has the same length here, so the causal mask alone suffices.
         logits = model.decode(mem, mask, inp, causal_mask(ys.size(1), src.device))  # (A, t, V)
         next_token = _full_batch(logits[:, -1].argmax(dim=-1), rows, batch, filler)  # (B,)
@@ -141,7 +146,9 @@ def _greedy_decode_cached(
 
 
 @torch.no_grad()
-def sequence_log_prob(model: Transformer, src: torch.Tensor, src_mask: torch.Tensor | None, ys: torch.Tensor, eos_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+def sequence_log_prob(
+    model: Transformer, src: torch.Tensor, src_mask: torch.Tensor | None, ys: torch.Tensor, eos_id: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probability the model gives to given outputs (teacher forcing), for comparing decoders.
 
     Args:
@@ -168,9 +175,16 @@ def sequence_log_prob(model: Transformer, src: torch.Tensor, src_mask: torch.Ten
 
 def check_temperature(temperature: float) -> float:
     """``temperature`` as a float, or ``ValueError`` unless it is a finite number >= 0 (0 means greedy)."""
-    ok = isinstance(temperature, numbers.Real) and not isinstance(temperature, bool) and math.isfinite(temperature) and temperature >= 0
+    ok = (
+        isinstance(temperature, numbers.Real)
+        and not isinstance(temperature, bool)
+        and math.isfinite(temperature)
+        and temperature >= 0
+    )
     if not ok:
-        raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy, 1 = the model's own distribution), got {temperature!r}")
+        raise ValueError(
+            f"temperature must be a finite number >= 0 (0 = greedy, 1 = the model's own distribution), got {temperature!r}"
+        )
     return float(temperature)
 
 

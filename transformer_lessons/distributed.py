@@ -170,8 +170,15 @@ def shard_batch(batch, rank: int, world_size: int, pad_id: int):
         tgt_out = torch.full_like(batch.tgt_out[:1], pad_id)  # (1, T): no token to score
         return Batch(batch.src[:1], batch.tgt_in[:1], tgt_out, batch.src_mask[:1], batch.tgt_mask[:1], 0, [])
     a, b = int(rows[0]), int(rows[-1]) + 1
-    part = Batch(batch.src[a:b], batch.tgt_in[a:b], batch.tgt_out[a:b], batch.src_mask[a:b], batch.tgt_mask[a:b],
-                 int((batch.tgt_out[a:b] != pad_id).sum()), batch.indices[a:b] if batch.indices is not None else None)  # fmt: skip
+    part = Batch(
+        batch.src[a:b],
+        batch.tgt_in[a:b],
+        batch.tgt_out[a:b],
+        batch.src_mask[a:b],
+        batch.tgt_mask[a:b],
+        int((batch.tgt_out[a:b] != pad_id).sum()),
+        batch.indices[a:b] if batch.indices is not None else None,
+    )
     return part
 
 
@@ -216,7 +223,9 @@ def from_environment() -> Distributed:
         world = int(os.environ.get("WORLD_SIZE", "1"))
         rank, local = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
     except ValueError as err:
-        raise TrainingError(f"the environment of a distributed run is unreadable ({err}): start it with torchrun") from err
+        raise TrainingError(
+            f"the environment of a distributed run is unreadable ({err}): start it with torchrun"
+        ) from err
     if world < 1 or not 0 <= rank < world:
         raise TrainingError(f"RANK={rank} and WORLD_SIZE={world} do not fit together: start the run with torchrun")
     return Distributed(rank=rank, world_size=world, local_rank=local)
@@ -239,19 +248,25 @@ def process_group(device: str | torch.device | None = None) -> Iterator[tuple[Di
     import torch.distributed as dist
 
     if not dist.is_available():
-        raise TrainingError("this PyTorch build has no torch.distributed: train with one process (plain python -m transformer_lessons train)")
+        raise TrainingError(
+            "this PyTorch build has no torch.distributed: train with one process (plain python -m transformer_lessons train)"
+        )
     if device.type == "cuda":
         if env.local_rank >= torch.cuda.device_count():
-            raise TrainingError(f"local rank {env.local_rank} has no GPU: this machine has {torch.cuda.device_count()}; "
-                                f"start torchrun with --nproc_per_node={torch.cuda.device_count()} or fewer")  # fmt: skip
+            raise TrainingError(
+                f"local rank {env.local_rank} has no GPU: this machine has {torch.cuda.device_count()}; "
+                f"start torchrun with --nproc_per_node={torch.cuda.device_count()} or fewer"
+            )
         device = torch.device("cuda", env.local_rank)
         torch.cuda.set_device(device)
         backend = "nccl"
     elif device.type == "cpu":
         backend = "gloo"
     else:
-        raise TrainingError(f"training on several processes runs on CPUs (gloo) or CUDA GPUs (nccl), not on {device.type}: "
-                            "pass --device cpu, or train with one process")  # fmt: skip
+        raise TrainingError(
+            f"training on several processes runs on CPUs (gloo) or CUDA GPUs (nccl), not on {device.type}: "
+            "pass --device cpu, or train with one process"
+        )
     joined = dist.is_initialized()
     if not joined:
         dist.init_process_group(backend, timeout=TIMEOUT)
@@ -268,7 +283,8 @@ def process_group(device: str | torch.device | None = None) -> Iterator[tuple[Di
 
 #: What gloo and NCCL say, in the RuntimeError of a collective, when another rank has gone (crashed, killed, out of memory).
 _CONNECTION_LOST = re.compile(
-    r"Connection (reset|closed) by peer|Broken pipe|Connection refused|remote process exited|communicator was aborted", re.IGNORECASE
+    r"Connection (reset|closed) by peer|Broken pipe|Connection refused|remote process exited|communicator was aborted",
+    re.IGNORECASE,
 )
 
 
@@ -285,7 +301,11 @@ def lost_rank_message(env: Distributed, err: BaseException) -> str:
     """
     reason = str(err).strip().splitlines()[0]
     reason = re.sub(r"^\[[^\]]*\]\s*", "", reason).split(". ")[0].rstrip(".")  # drop the source location and the advice
-    other = f"the other process of this torchrun run (rank {1 - env.rank})" if env.world_size == 2 else "another process of this torchrun run"
+    other = (
+        f"the other process of this torchrun run (rank {1 - env.rank})"
+        if env.world_size == 2
+        else "another process of this torchrun run"
+    )
     return (
         f"{other} stopped: rank {env.rank} lost its connection to it ({reason}). Its own output above says why it stopped "
         "(an error, killed, out of memory); this process stopped too. Run the same command again to resume from the last save"
@@ -298,6 +318,14 @@ def main_only(dist: Distributed, context):
 
 
 __all__ = [
-    "AgreedStepBoundary", "Distributed", "ShardedLoss", "TIMEOUT", "from_environment", "lost_connection", "lost_rank_message", "main_only",
-    "process_group", "shard_batch",
+    "AgreedStepBoundary",
+    "Distributed",
+    "ShardedLoss",
+    "TIMEOUT",
+    "from_environment",
+    "lost_connection",
+    "lost_rank_message",
+    "main_only",
+    "process_group",
+    "shard_batch",
 ]

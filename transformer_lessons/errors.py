@@ -28,8 +28,10 @@ class CourseError(RuntimeError):
         name = type(self).__name__
         lines: list[str] = []
         for paragraph in f"{name}: {self}".split("\n"):
-            lines += textwrap.wrap(paragraph, _WIDTH, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False) or [""]
-        lines[0] = f"{_BOLD}{name}:{_RESET}{_RED}{lines[0][len(name) + 1:]}"
+            lines += textwrap.wrap(
+                paragraph, _WIDTH, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+            ) or [""]
+        lines[0] = f"{_BOLD}{name}:{_RESET}{_RED}{lines[0][len(name) + 1 :]}"
         return [f"{_RED}{line}{_RESET}" for line in lines]  # each line coloured on its own: a renderer may split them
 
 
@@ -62,5 +64,12 @@ class ResumeMismatchError(TrainingError):
 
 
 __all__ = [
-    "CheckpointError", "CourseError", "DataError", "DivergedError", "RankLostError", "ResumeMismatchError", "RunInUseError", "TrainingError",
+    "CheckpointError",
+    "CourseError",
+    "DataError",
+    "DivergedError",
+    "RankLostError",
+    "ResumeMismatchError",
+    "RunInUseError",
+    "TrainingError",
 ]

@@ -38,209 +38,313 @@ class Exercise:
 
 
 EXERCISES: tuple[Exercise, ...] = (
-    Exercise("mask_inversion", "00_roadmap_and_setup", (
-        "Reread 'Convention 1: masks say where attention may look' above: in this course True means 'may attend'; the input uses the opposite meaning.",
-        "Every True becomes False and every False becomes True, element by element; the shape and the bool dtype stay.",
-        "return ~blocked  (the bool NOT; not 1 - blocked, which needs numbers)",
-    )),
-    Exercise("scaled_dot_product_attention", "01_self_attention", (
-        "Paper §3.2.1, Eq. 1, and this notebook's sections 'Queries, keys and values' and 'Why divide by √d_k?': scores between each query and each key, "
-        "scaled, blocked keys removed, a softmax, a weighted sum of the values.",
-        "Multiply the queries by the transposed keys, divide by the square root of the key size (the last axis), "
-        "set the scores of blocked keys (mask False) to minus infinity, softmax over the keys (the last axis), "
-        "then weight the values; return the output and the weights.",
-        "scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1)); "
-        "scores = scores.masked_fill(~mask, float('-inf')) if mask is not None; "
-        "weights = scores.softmax(dim=-1) (then weights.masked_fill(~mask, 0.0): a fully blocked row gets zeros, "
-        "not NaN); return weights @ value, weights",
-    )),
-    Exercise("multi_head_attention", "02_multi_head_attention", (
-        "Paper §3.2.2 and this notebook's section 'Shapes, step by step': H heads of size d_head = d_model / H, each attending "
-        "on its own slice of the projections, then concatenated and projected once more.",
-        "In __init__: four d_model-to-d_model linear layers and a dropout. In forward: project query, key and value, "
-        "split the last axis into (heads, d_head) and move the heads axis before the positions, attend (mask and all), "
-        "move the heads back next to d_head, merge them into d_model, and apply w_o.",
-        "self.d_head = d_model // n_heads; self.w_q = nn.Linear(d_model, d_model) (likewise w_k, w_v, w_o); "
-        "in forward: q = self.w_q(query).view(B, T, H, Dh).transpose(1, 2) (likewise k, v with S); "
-        "out, _ = attention.scaled_dot_product_attention(q, k, v, mask, self.dropout) (the package's, which applies "
-        "the dropout to the weights); "
-        "return self.w_o(out.transpose(1, 2).reshape(B, T, D))",
-    )),
-    Exercise("causal_mask", "03_masks", (
-        "Paper §3.2.3 and notebook 00's 'Convention 1': query t may look at keys 0 .. t only, and True means 'may attend'.",
-        "A square bool matrix with True on the diagonal and below it (a lower triangle), False above.",
-        "return torch.ones(size, size, dtype=torch.bool).tril()",
-    )),
-    Exercise("padding_mask", "03_masks", (
-        "The section 'A padded batch' above: padding keys must get no weight, and the mask must broadcast over the "
-        "scores (B, H, T, S), whose last axis is the keys (the section 'Broadcasting to (B, H, T, S)' shows it).",
-        "Compare each token with pad_id (True for a real token), then insert two size-1 axes for the heads and the "
-        "queries, so that (B, S) becomes (B, 1, 1, S).",
-        "return (tokens != pad_id)[:, None, None, :]",
-    )),
-    Exercise("embedding_scale", "04_embeddings_and_positional_encoding", (
-        "Paper §3.4 ('In the embedding layers, we multiply those weights by √d_model') and section 1 of this notebook.",
-        "Look the tokens up in the table (call it), then multiply the vectors by the square root of d_model, "
-        "which the table holds as its embedding_dim.",
-        "return table(tokens) * math.sqrt(table.embedding_dim)",
-    )),
-    Exercise("positional_encoding", "04_embeddings_and_positional_encoding", (
-        "Paper §3.5 and section 2 of this notebook: PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(the same angle).",
-        "Build a column of positions 0 .. max_len-1 and a row of the even column indices 2i; divide the positions by "
-        "10000 to the power 2i/d_model; put the sines in the even columns and the cosines in the odd ones.",
-        "pos = torch.arange(max_len)[:, None]; two_i = torch.arange(0, d_model, 2); "
-        "angle = pos / 10000 ** (two_i / d_model); pe = torch.zeros(max_len, d_model); "
-        "pe[:, 0::2] = torch.sin(angle); pe[:, 1::2] = torch.cos(angle); return pe",
-    )),
-    Exercise("learned_positions", "04_embeddings_and_positional_encoding", (
-        "Paper §3.5, Table 3 row (E), and section 5 'Learned positional embeddings': instead of sinusoids, a trained table with one row per position.",
-        "In __init__: keep max_len, an embedding table of max_len rows of d_model, and a dropout. In forward: refuse "
-        "sequences longer than max_len, look up the rows of positions 0 .. L-1 and add them to every batch row.",
-        "self.table = nn.Embedding(max_len, d_model); self.dropout = nn.Dropout(dropout); in forward: "
-        "if x.size(1) > self.max_len: raise ValueError(...); "
-        "return self.dropout(x + self.table(torch.arange(x.size(1))))",
-    )),
-    Exercise("layer_norm", "05_encoder", (
-        "Section 1 'Layer normalisation' of this notebook (Ba et al. 2016; paper §3.1 uses it after every sublayer); "
-        "nn.LayerNorm is the reference.",
-        "Take the mean and the biased variance of each vector over its last axis (keep that axis), subtract the mean, "
-        "divide by the square root of the variance plus eps, then multiply by weight and add bias.",
-        "mean = x.mean(dim=-1, keepdim=True); var = x.var(dim=-1, keepdim=True, unbiased=False); "
-        "return self.weight * (x - mean) / torch.sqrt(var + self.eps) + self.bias",
-    )),
-    Exercise("feed_forward", "05_encoder", (
-        "Paper §3.3, Eq. 2, and section 2 of this notebook: FFN(x) = max(0, xW1 + b1)W2 + b2, the same two layers at every position.",
-        "In __init__: a linear layer up to d_ff, one back down to d_model (both with biases), a dropout. In forward: "
-        "the first layer, a ReLU, dropout, the second layer.",
-        "self.w_1 = nn.Linear(d_model, d_ff); self.w_2 = nn.Linear(d_ff, d_model); self.dropout = nn.Dropout(dropout); "
-        "return self.w_2(self.dropout(torch.relu(self.w_1(x))))",
-    )),
-    Exercise("encoder_layer", "05_encoder", (
-        "Paper §3.1 (and §5.4 for the dropout) and section 3 'Residual sublayers: post-norm and pre-norm': each "
-        "sublayer's output is LayerNorm(x + Sublayer(x)), post-norm.",
-        "Self-attention with the queries, keys and values all x and the source mask; add it (after dropout) to x and "
-        "normalise; then the same with the feed-forward and the second norm.",
-        "x = self.norm1(x + self.dropout(self.self_attn(x, x, x, src_mask))); "
-        "return self.norm2(x + self.dropout(self.feed_forward(x)))",
-    )),
-    Exercise("decoder_layer", "06_decoder", (
-        "Paper §3.1 and sections 1 to 3 of this notebook: the decoder layer has a third sublayer, attention over the encoder's output; each sublayer is "
-        "wrapped as LayerNorm(x + Sublayer(x)).",
-        "Masked self-attention over x with tgt_mask; then cross-attention whose queries come from x and whose keys and "
-        "values are memory, with src_mask; then the feed-forward. Each: dropout, add to x, its own norm.",
-        "x = self.norm1(x + self.dropout(self.self_attn(x, x, x, tgt_mask))); "
-        "x = self.norm2(x + self.dropout(self.cross_attn(x, memory, memory, src_mask))); "
-        "return self.norm3(x + self.dropout(self.feed_forward(x)))",
-    )),
-    Exercise("target_mask", "07_full_model_copy_task", (
-        "Section 2 'The decoder's mask' and notebook 03's two masks: a target position may see neither padding nor "
-        "the future.",
-        "Build the padding mask of the target tokens, shaped (B, 1, 1, T), and the (T, T) causal mask; combine them "
-        "with a logical AND, which broadcasts to (B, 1, T, T).",
-        "return (tokens != pad_id)[:, None, None, :] & causal_mask(tokens.size(1))",
-    )),
-    Exercise("transformer_forward", "07_full_model_copy_task", (
-        "Paper Figure 1: the encoder reads the source once; the decoder reads the target so far and the encoder's "
-        "output (section 1 'The whole model').",
-        "Encode the source with its mask into the memory; decode tgt_in against that memory, giving the source mask "
-        "to the cross-attention and the target mask to the self-attention; return the logits.",
-        "memory = model.encode(src, src_mask); return model.decode(memory, src_mask, tgt_in, tgt_mask)",
-    )),
-    Exercise("build_vocab", "08_data", (
-        "The introduction to 'Exercise: build a vocabulary' above: rare tokens become <unk>, the specials come first, the order is "
-        "deterministic.",
-        "Count every token of every sentence; keep those counted at least min_freq times; sort them by count, "
-        "highest first, breaking ties alphabetically; put the four specials in front.",
-        "counts = collections.Counter(t for tokens in token_lists for t in tokens); "
-        "kept = sorted((t for t, n in counts.items() if n >= min_freq), key=lambda t: (-counts[t], t)); "
-        "return ['<unk>', '<pad>', '<bos>', '<eos>', *kept]",
-    )),
-    Exercise("batch_by_tokens", "08_data", (
-        "Paper §5.1 ('batched together by approximate sequence length') and the section 'Batching by tokens': "
-        "a batch costs rows times its longest row, padding included.",
-        "Go through the indices sorted by length, shortest first; put each into the current batch if the batch's "
-        "padded size with it stays within max_tokens, else start a new batch with it; keep the last batch too.",
-        "for i in sorted(range(len(lengths)), key=lambda i: lengths[i]): longest = max(longest, lengths[i]) and cut "
-        "when (len(batch) + 1) * longest > max_tokens",
-    )),
-    Exercise("label_smoothing_loss", "09_training", (
-        "Paper §5.4 (ε_ls = 0.1) and section 1 'Label smoothing': the target distribution q keeps "
-        "1 - eps on the true class and spreads eps over the others, except <pad>.",
-        "Take the log-probabilities of the logits with a stable log-softmax; build q: 1 - eps on the true class, "
-        "0 on pad_id, eps shared equally by the V - 2 other classes; the loss at a position is minus the sum of q "
-        "times log p; average it over the positions whose target is not padding.",
-        "V = logits.size(-1); q = torch.full_like(logits, eps / (V - 2)); q.scatter_(1, target[:, None], 1 - eps); "
-        "q[:, pad_id] = 0.0; loss = -(q * F.log_softmax(logits, dim=-1)).sum(-1); "
-        "return loss[target != pad_id].mean()",
-    )),
-    Exercise("noam_rate", "09_training", (
-        "Paper §5.3, Eq. 3, and section 3 'The learning-rate schedule': the rate rises for `warmup` steps, then falls.",
-        "Scale by factor and by d_model to the power -1/2; take the smaller of two terms: the inverse square root of "
-        "the step (the decay) and the step times warmup to the power -3/2 (the warm-up).",
-        "return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)",
-    )),
-    Exercise("train_step", "09_training", (
-        "Teacher forcing (notebook 07, section 3): the decoder reads tgt_in and the loss scores tgt_out; then the "
-        "usual PyTorch step (section 4 of this notebook).",
-        "Put the model in training mode; compute the logits from the batch's source, tgt_in and masks and the loss "
-        "against tgt_out; clear the gradients, backpropagate, step the optimizer, then the scheduler; return the "
-        "loss as a float.",
-        "model.train(); loss = criterion(model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask), batch.tgt_out); "
-        "optimizer.zero_grad(); loss.backward(); optimizer.step(); scheduler.step(); return loss.item()",
-    )),
-    Exercise("greedy_decode", "10_decoding_and_bleu", (
-        "Section 2 'Greedy decoding': encode once, then grow the output one token at a time, always "
-        "taking the most likely next token (a beam of 1, paper §6.1).",
-        "Encode the source once. Start each row with bos_id. At each step decode everything generated so far with a "
-        "causal mask, take the last position's logits, pick the argmax, append it (eos_id for rows already finished), "
-        "mark rows that produced eos_id, and stop once every row is finished or after max_new_tokens steps.",
-        "memory = model.encode(src, src_mask); ys = torch.full((B, 1), bos_id); for _ in range(max_new_tokens): "
-        "logits = model.decode(memory, src_mask, ys, causal_mask(ys.size(1))); "
-        "nxt = logits[:, -1].argmax(-1).masked_fill(finished, eos_id); ys = torch.cat([ys, nxt[:, None]], 1); "
-        "finished |= nxt == eos_id; break if finished.all()",
-    )),
-    Exercise("beam_step", "10_decoding_and_bleu", (
-        "Section 3 'Beam search': a candidate's score is its prefix's score plus the new token's "
-        "log-probability, and the K survivors are chosen among ALL candidates at once.",
-        "Add each prefix's score to its row of log-probabilities (K rows of V); flatten the K·V candidates; keep the K "
-        "best; recover from each flat index the prefix (the row) and the token (the column).",
-        "cand = scores[:, None] + log_probs; top, idx = cand.view(-1).topk(K); V = log_probs.size(1); "
-        "return top, idx // V, idx % V",
-    )),
-    Exercise("modified_precision", "10_decoding_and_bleu", (
-        "BLEU (Papineni et al. 2002, §2.1) and section 4 'BLEU, and which BLEU': a hypothesis n-gram counts only as many "
-        "times as the reference has it.",
-        "Count the n-grams of the hypothesis and of the reference (as tuples); for each hypothesis n-gram add the "
-        "smaller of its two counts; total is the number of hypothesis n-grams (zero for a short hypothesis).",
-        "grams = lambda w: Counter(tuple(w[i:i + n]) for i in range(len(w) - n + 1)); "
-        "matches = sum(min(c, ref[g]) for g, c in hyp.items()); total = max(len(hypothesis) - n + 1, 0)",
-    )),
-    Exercise("brevity_penalty", "10_decoding_and_bleu", (
-        "BLEU (Papineni et al. 2002, §2.2.2) and section 4 of this notebook: a hypothesis shorter than the reference "
-        "is penalised, a longer one is not.",
-        "No penalty (1) when the hypothesis is longer than the reference; 0 for an empty hypothesis; otherwise the "
-        "exponential of one minus the ratio reference length over hypothesis length.",
-        "return 1.0 if hyp_len > ref_len else (0.0 if hyp_len == 0 else math.exp(1 - ref_len / hyp_len))",
-    )),
-    Exercise("append_kv", "12_incremental_decoding", (
-        "Section 2 'How: what the cache holds': the cache holds the keys and values of every earlier position on the time "
-        "axis, dim 2 of (B, H, t, Dh).",
-        "Join each cache with its new part along the time axis, the cached positions first, keys and values alike.",
-        "return torch.cat([cache_k, new_k], dim=2), torch.cat([cache_v, new_v], dim=2)",
-    )),
-    Exercise("reorder_kv", "12_incremental_decoding", (
-        "Section 3 'The cache and beam search': after a beam step, survivor i extends the prefix parent[i], so its cache "
-        "must be that prefix's cache.",
-        "Select the rows (dim 0, one per beam) of both caches in the order given by parent; a row may be taken twice.",
-        "return cache_k.index_select(0, parent), cache_v.index_select(0, parent)",
-    )),
-    Exercise("rank_loss", "13_many_processes", (
-        "This notebook's section 'The loss of a shard': DDP averages the ranks' gradients, so each rank's loss must "
-        "be scaled for that average to be the whole batch's gradient.",
-        "The whole batch's loss is the sum of all ranks' local sums over total_tokens; DDP divides the sum of the "
-        "ranks' gradients by world_size; so multiply the local sum by world_size before dividing by total_tokens.",
-        "return local_sum * world_size / total_tokens",
-    )),
+    Exercise(
+        "mask_inversion",
+        "00_roadmap_and_setup",
+        (
+            "Reread 'Convention 1: masks say where attention may look' above: in this course True means 'may attend'; the input uses the opposite meaning.",
+            "Every True becomes False and every False becomes True, element by element; the shape and the bool dtype stay.",
+            "return ~blocked  (the bool NOT; not 1 - blocked, which needs numbers)",
+        ),
+    ),
+    Exercise(
+        "scaled_dot_product_attention",
+        "01_self_attention",
+        (
+            "Paper §3.2.1, Eq. 1, and this notebook's sections 'Queries, keys and values' and 'Why divide by √d_k?': scores between each query and each key, "
+            "scaled, blocked keys removed, a softmax, a weighted sum of the values.",
+            "Multiply the queries by the transposed keys, divide by the square root of the key size (the last axis), "
+            "set the scores of blocked keys (mask False) to minus infinity, softmax over the keys (the last axis), "
+            "then weight the values; return the output and the weights.",
+            "scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1)); "
+            "scores = scores.masked_fill(~mask, float('-inf')) if mask is not None; "
+            "weights = scores.softmax(dim=-1) (then weights.masked_fill(~mask, 0.0): a fully blocked row gets zeros, "
+            "not NaN); return weights @ value, weights",
+        ),
+    ),
+    Exercise(
+        "multi_head_attention",
+        "02_multi_head_attention",
+        (
+            "Paper §3.2.2 and this notebook's section 'Shapes, step by step': H heads of size d_head = d_model / H, each attending "
+            "on its own slice of the projections, then concatenated and projected once more.",
+            "In __init__: four d_model-to-d_model linear layers and a dropout. In forward: project query, key and value, "
+            "split the last axis into (heads, d_head) and move the heads axis before the positions, attend (mask and all), "
+            "move the heads back next to d_head, merge them into d_model, and apply w_o.",
+            "self.d_head = d_model // n_heads; self.w_q = nn.Linear(d_model, d_model) (likewise w_k, w_v, w_o); "
+            "in forward: q = self.w_q(query).view(B, T, H, Dh).transpose(1, 2) (likewise k, v with S); "
+            "out, _ = attention.scaled_dot_product_attention(q, k, v, mask, self.dropout) (the package's, which applies "
+            "the dropout to the weights); "
+            "return self.w_o(out.transpose(1, 2).reshape(B, T, D))",
+        ),
+    ),
+    Exercise(
+        "causal_mask",
+        "03_masks",
+        (
+            "Paper §3.2.3 and notebook 00's 'Convention 1': query t may look at keys 0 .. t only, and True means 'may attend'.",
+            "A square bool matrix with True on the diagonal and below it (a lower triangle), False above.",
+            "return torch.ones(size, size, dtype=torch.bool).tril()",
+        ),
+    ),
+    Exercise(
+        "padding_mask",
+        "03_masks",
+        (
+            "The section 'A padded batch' above: padding keys must get no weight, and the mask must broadcast over the "
+            "scores (B, H, T, S), whose last axis is the keys (the section 'Broadcasting to (B, H, T, S)' shows it).",
+            "Compare each token with pad_id (True for a real token), then insert two size-1 axes for the heads and the "
+            "queries, so that (B, S) becomes (B, 1, 1, S).",
+            "return (tokens != pad_id)[:, None, None, :]",
+        ),
+    ),
+    Exercise(
+        "embedding_scale",
+        "04_embeddings_and_positional_encoding",
+        (
+            "Paper §3.4 ('In the embedding layers, we multiply those weights by √d_model') and section 1 of this notebook.",
+            "Look the tokens up in the table (call it), then multiply the vectors by the square root of d_model, "
+            "which the table holds as its embedding_dim.",
+            "return table(tokens) * math.sqrt(table.embedding_dim)",
+        ),
+    ),
+    Exercise(
+        "positional_encoding",
+        "04_embeddings_and_positional_encoding",
+        (
+            "Paper §3.5 and section 2 of this notebook: PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(the same angle).",
+            "Build a column of positions 0 .. max_len-1 and a row of the even column indices 2i; divide the positions by "
+            "10000 to the power 2i/d_model; put the sines in the even columns and the cosines in the odd ones.",
+            "pos = torch.arange(max_len)[:, None]; two_i = torch.arange(0, d_model, 2); "
+            "angle = pos / 10000 ** (two_i / d_model); pe = torch.zeros(max_len, d_model); "
+            "pe[:, 0::2] = torch.sin(angle); pe[:, 1::2] = torch.cos(angle); return pe",
+        ),
+    ),
+    Exercise(
+        "learned_positions",
+        "04_embeddings_and_positional_encoding",
+        (
+            "Paper §3.5, Table 3 row (E), and section 5 'Learned positional embeddings': instead of sinusoids, a trained table with one row per position.",
+            "In __init__: keep max_len, an embedding table of max_len rows of d_model, and a dropout. In forward: refuse "
+            "sequences longer than max_len, look up the rows of positions 0 .. L-1 and add them to every batch row.",
+            "self.table = nn.Embedding(max_len, d_model); self.dropout = nn.Dropout(dropout); in forward: "
+            "if x.size(1) > self.max_len: raise ValueError(...); "
+            "return self.dropout(x + self.table(torch.arange(x.size(1))))",
+        ),
+    ),
+    Exercise(
+        "layer_norm",
+        "05_encoder",
+        (
+            "Section 1 'Layer normalisation' of this notebook (Ba et al. 2016; paper §3.1 uses it after every sublayer); "
+            "nn.LayerNorm is the reference.",
+            "Take the mean and the biased variance of each vector over its last axis (keep that axis), subtract the mean, "
+            "divide by the square root of the variance plus eps, then multiply by weight and add bias.",
+            "mean = x.mean(dim=-1, keepdim=True); var = x.var(dim=-1, keepdim=True, unbiased=False); "
+            "return self.weight * (x - mean) / torch.sqrt(var + self.eps) + self.bias",
+        ),
+    ),
+    Exercise(
+        "feed_forward",
+        "05_encoder",
+        (
+            "Paper §3.3, Eq. 2, and section 2 of this notebook: FFN(x) = max(0, xW1 + b1)W2 + b2, the same two layers at every position.",
+            "In __init__: a linear layer up to d_ff, one back down to d_model (both with biases), a dropout. In forward: "
+            "the first layer, a ReLU, dropout, the second layer.",
+            "self.w_1 = nn.Linear(d_model, d_ff); self.w_2 = nn.Linear(d_ff, d_model); self.dropout = nn.Dropout(dropout); "
+            "return self.w_2(self.dropout(torch.relu(self.w_1(x))))",
+        ),
+    ),
+    Exercise(
+        "encoder_layer",
+        "05_encoder",
+        (
+            "Paper §3.1 (and §5.4 for the dropout) and section 3 'Residual sublayers: post-norm and pre-norm': each "
+            "sublayer's output is LayerNorm(x + Sublayer(x)), post-norm.",
+            "Self-attention with the queries, keys and values all x and the source mask; add it (after dropout) to x and "
+            "normalise; then the same with the feed-forward and the second norm.",
+            "x = self.norm1(x + self.dropout(self.self_attn(x, x, x, src_mask))); "
+            "return self.norm2(x + self.dropout(self.feed_forward(x)))",
+        ),
+    ),
+    Exercise(
+        "decoder_layer",
+        "06_decoder",
+        (
+            "Paper §3.1 and sections 1 to 3 of this notebook: the decoder layer has a third sublayer, attention over the encoder's output; each sublayer is "
+            "wrapped as LayerNorm(x + Sublayer(x)).",
+            "Masked self-attention over x with tgt_mask; then cross-attention whose queries come from x and whose keys and "
+            "values are memory, with src_mask; then the feed-forward. Each: dropout, add to x, its own norm.",
+            "x = self.norm1(x + self.dropout(self.self_attn(x, x, x, tgt_mask))); "
+            "x = self.norm2(x + self.dropout(self.cross_attn(x, memory, memory, src_mask))); "
+            "return self.norm3(x + self.dropout(self.feed_forward(x)))",
+        ),
+    ),
+    Exercise(
+        "target_mask",
+        "07_full_model_copy_task",
+        (
+            "Section 2 'The decoder's mask' and notebook 03's two masks: a target position may see neither padding nor "
+            "the future.",
+            "Build the padding mask of the target tokens, shaped (B, 1, 1, T), and the (T, T) causal mask; combine them "
+            "with a logical AND, which broadcasts to (B, 1, T, T).",
+            "return (tokens != pad_id)[:, None, None, :] & causal_mask(tokens.size(1))",
+        ),
+    ),
+    Exercise(
+        "transformer_forward",
+        "07_full_model_copy_task",
+        (
+            "Paper Figure 1: the encoder reads the source once; the decoder reads the target so far and the encoder's "
+            "output (section 1 'The whole model').",
+            "Encode the source with its mask into the memory; decode tgt_in against that memory, giving the source mask "
+            "to the cross-attention and the target mask to the self-attention; return the logits.",
+            "memory = model.encode(src, src_mask); return model.decode(memory, src_mask, tgt_in, tgt_mask)",
+        ),
+    ),
+    Exercise(
+        "build_vocab",
+        "08_data",
+        (
+            "The introduction to 'Exercise: build a vocabulary' above: rare tokens become <unk>, the specials come first, the order is "
+            "deterministic.",
+            "Count every token of every sentence; keep those counted at least min_freq times; sort them by count, "
+            "highest first, breaking ties alphabetically; put the four specials in front.",
+            "counts = collections.Counter(t for tokens in token_lists for t in tokens); "
+            "kept = sorted((t for t, n in counts.items() if n >= min_freq), key=lambda t: (-counts[t], t)); "
+            "return ['<unk>', '<pad>', '<bos>', '<eos>', *kept]",
+        ),
+    ),
+    Exercise(
+        "batch_by_tokens",
+        "08_data",
+        (
+            "Paper §5.1 ('batched together by approximate sequence length') and the section 'Batching by tokens': "
+            "a batch costs rows times its longest row, padding included.",
+            "Go through the indices sorted by length, shortest first; put each into the current batch if the batch's "
+            "padded size with it stays within max_tokens, else start a new batch with it; keep the last batch too.",
+            "for i in sorted(range(len(lengths)), key=lambda i: lengths[i]): longest = max(longest, lengths[i]) and cut "
+            "when (len(batch) + 1) * longest > max_tokens",
+        ),
+    ),
+    Exercise(
+        "label_smoothing_loss",
+        "09_training",
+        (
+            "Paper §5.4 (ε_ls = 0.1) and section 1 'Label smoothing': the target distribution q keeps "
+            "1 - eps on the true class and spreads eps over the others, except <pad>.",
+            "Take the log-probabilities of the logits with a stable log-softmax; build q: 1 - eps on the true class, "
+            "0 on pad_id, eps shared equally by the V - 2 other classes; the loss at a position is minus the sum of q "
+            "times log p; average it over the positions whose target is not padding.",
+            "V = logits.size(-1); q = torch.full_like(logits, eps / (V - 2)); q.scatter_(1, target[:, None], 1 - eps); "
+            "q[:, pad_id] = 0.0; loss = -(q * F.log_softmax(logits, dim=-1)).sum(-1); "
+            "return loss[target != pad_id].mean()",
+        ),
+    ),
+    Exercise(
+        "noam_rate",
+        "09_training",
+        (
+            "Paper §5.3, Eq. 3, and section 3 'The learning-rate schedule': the rate rises for `warmup` steps, then falls.",
+            "Scale by factor and by d_model to the power -1/2; take the smaller of two terms: the inverse square root of "
+            "the step (the decay) and the step times warmup to the power -3/2 (the warm-up).",
+            "return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)",
+        ),
+    ),
+    Exercise(
+        "train_step",
+        "09_training",
+        (
+            "Teacher forcing (notebook 07, section 3): the decoder reads tgt_in and the loss scores tgt_out; then the "
+            "usual PyTorch step (section 4 of this notebook).",
+            "Put the model in training mode; compute the logits from the batch's source, tgt_in and masks and the loss "
+            "against tgt_out; clear the gradients, backpropagate, step the optimizer, then the scheduler; return the "
+            "loss as a float.",
+            "model.train(); loss = criterion(model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask), batch.tgt_out); "
+            "optimizer.zero_grad(); loss.backward(); optimizer.step(); scheduler.step(); return loss.item()",
+        ),
+    ),
+    Exercise(
+        "greedy_decode",
+        "10_decoding_and_bleu",
+        (
+            "Section 2 'Greedy decoding': encode once, then grow the output one token at a time, always "
+            "taking the most likely next token (a beam of 1, paper §6.1).",
+            "Encode the source once. Start each row with bos_id. At each step decode everything generated so far with a "
+            "causal mask, take the last position's logits, pick the argmax, append it (eos_id for rows already finished), "
+            "mark rows that produced eos_id, and stop once every row is finished or after max_new_tokens steps.",
+            "memory = model.encode(src, src_mask); ys = torch.full((B, 1), bos_id); for _ in range(max_new_tokens): "
+            "logits = model.decode(memory, src_mask, ys, causal_mask(ys.size(1))); "
+            "nxt = logits[:, -1].argmax(-1).masked_fill(finished, eos_id); ys = torch.cat([ys, nxt[:, None]], 1); "
+            "finished |= nxt == eos_id; break if finished.all()",
+        ),
+    ),
+    Exercise(
+        "beam_step",
+        "10_decoding_and_bleu",
+        (
+            "Section 3 'Beam search': a candidate's score is its prefix's score plus the new token's "
+            "log-probability, and the K survivors are chosen among ALL candidates at once.",
+            "Add each prefix's score to its row of log-probabilities (K rows of V); flatten the K·V candidates; keep the K "
+            "best; recover from each flat index the prefix (the row) and the token (the column).",
+            "cand = scores[:, None] + log_probs; top, idx = cand.view(-1).topk(K); V = log_probs.size(1); "
+            "return top, idx // V, idx % V",
+        ),
+    ),
+    Exercise(
+        "modified_precision",
+        "10_decoding_and_bleu",
+        (
+            "BLEU (Papineni et al. 2002, §2.1) and section 4 'BLEU, and which BLEU': a hypothesis n-gram counts only as many "
+            "times as the reference has it.",
+            "Count the n-grams of the hypothesis and of the reference (as tuples); for each hypothesis n-gram add the "
+            "smaller of its two counts; total is the number of hypothesis n-grams (zero for a short hypothesis).",
+            "grams = lambda w: Counter(tuple(w[i:i + n]) for i in range(len(w) - n + 1)); "
+            "matches = sum(min(c, ref[g]) for g, c in hyp.items()); total = max(len(hypothesis) - n + 1, 0)",
+        ),
+    ),
+    Exercise(
+        "brevity_penalty",
+        "10_decoding_and_bleu",
+        (
+            "BLEU (Papineni et al. 2002, §2.2.2) and section 4 of this notebook: a hypothesis shorter than the reference "
+            "is penalised, a longer one is not.",
+            "No penalty (1) when the hypothesis is longer than the reference; 0 for an empty hypothesis; otherwise the "
+            "exponential of one minus the ratio reference length over hypothesis length.",
+            "return 1.0 if hyp_len > ref_len else (0.0 if hyp_len == 0 else math.exp(1 - ref_len / hyp_len))",
+        ),
+    ),
+    Exercise(
+        "append_kv",
+        "12_incremental_decoding",
+        (
+            "Section 2 'How: what the cache holds': the cache holds the keys and values of every earlier position on the time "
+            "axis, dim 2 of (B, H, t, Dh).",
+            "Join each cache with its new part along the time axis, the cached positions first, keys and values alike.",
+            "return torch.cat([cache_k, new_k], dim=2), torch.cat([cache_v, new_v], dim=2)",
+        ),
+    ),
+    Exercise(
+        "reorder_kv",
+        "12_incremental_decoding",
+        (
+            "Section 3 'The cache and beam search': after a beam step, survivor i extends the prefix parent[i], so its cache "
+            "must be that prefix's cache.",
+            "Select the rows (dim 0, one per beam) of both caches in the order given by parent; a row may be taken twice.",
+            "return cache_k.index_select(0, parent), cache_v.index_select(0, parent)",
+        ),
+    ),
+    Exercise(
+        "rank_loss",
+        "13_many_processes",
+        (
+            "This notebook's section 'The loss of a shard': DDP averages the ranks' gradients, so each rank's loss must "
+            "be scaled for that average to be the whole batch's gradient.",
+            "The whole batch's loss is the sum of all ranks' local sums over total_tokens; DDP divides the sum of the "
+            "ranks' gradients by world_size; so multiply the local sum by world_size before dividing by total_tokens.",
+            "return local_sum * world_size / total_tokens",
+        ),
+    ),
 )
 
 _BY_NAME = {exercise.name: exercise for exercise in EXERCISES}
@@ -294,7 +398,9 @@ def hint_text(what: str | Callable[..., Any] | None = None) -> str:
         failure["shown"] = True
         fixes = failure["fixes"]
         lines = [f"{name}, the fix for what your last check found:"]
-        lines += [f"  {fix}" for fix in fixes] if len(fixes) == 1 else [f"  {i}. {fix}" for i, fix in enumerate(fixes, 1)]
+        lines += (
+            [f"  {fix}" for fix in fixes] if len(fixes) == 1 else [f"  {i}. {fix}" for i, fix in enumerate(fixes, 1)]
+        )
         if _shown.get(name, 0) < LEVELS:
             lines.append(f"  call hint('{name}') again for the exercise's hints, one level at a time")
         return "\n".join(lines)

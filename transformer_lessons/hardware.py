@@ -34,7 +34,9 @@ def resolve_device(device: str | torch.device | None = None) -> torch.device:
         if count == 0:
             raise ValueError(f"{device!r} needs a CUDA GPU and torch finds none on this machine; use cpu")
         if dev.index is not None and dev.index >= count:
-            raise ValueError(f"{device!r} names GPU {dev.index}, but this machine has {count} (cuda:0 to cuda:{count - 1})")
+            raise ValueError(
+                f"{device!r} names GPU {dev.index}, but this machine has {count} (cuda:0 to cuda:{count - 1})"
+            )
     elif dev.type == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
         raise ValueError(f"{device!r} (an Apple GPU) is not available on this machine; use cpu")
     elif dev.type not in ("cpu", "cuda", "mps"):

@@ -65,7 +65,11 @@ class KVCache:
     @property
     def nbytes(self) -> int:
         """The bytes its tensors hold: ``2 · layers · B · Hkv · (t + S) · Dh`` numbers."""
-        return sum(x.nelement() * x.element_size() for tensors in (self.self_k, self.self_v, self.cross_k, self.cross_v) for x in tensors)
+        return sum(
+            x.nelement() * x.element_size()
+            for tensors in (self.self_k, self.self_v, self.cross_k, self.cross_v)
+            for x in tensors
+        )
 
     def append(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Add the new positions' ``k, v (B, Hkv, T, Dh)`` to ``layer``; return all its keys and values ``(B, Hkv, t + T, Dh)``."""

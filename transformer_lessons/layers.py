@@ -167,7 +167,9 @@ class LayerNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, self.eps)  # = layer_norm(x, weight, bias, eps)
+        return F.layer_norm(
+            x, self.weight.shape, self.weight, self.bias, self.eps
+        )  # = layer_norm(x, weight, bias, eps)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:

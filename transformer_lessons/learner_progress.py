@@ -91,13 +91,17 @@ class Progress:
 
     def summary(self) -> str:
         c = self.counts()
-        return (f"{c['pass']} of {len(self.rows)} exercises passed, {c['fail']} failed, {c['stub']} still a stub, "
-                f"{c[None]} not started")
+        return (
+            f"{c['pass']} of {len(self.rows)} exercises passed, {c['fail']} failed, {c['stub']} still a stub, "
+            f"{c[None]} not started"
+        )
 
     def __str__(self) -> str:
         width = max(len(r[1]) for r in self.rows)
         lines = [f"{'notebook':<40} {'exercise':<{width}}  {'status':<12} when"]
-        lines += [f"{nb:<40} {name:<{width}}  {MARKS[status]:<12} {when}".rstrip() for nb, name, status, when in self.rows]
+        lines += [
+            f"{nb:<40} {name:<{width}}  {MARKS[status]:<12} {when}".rstrip() for nb, name, status, when in self.rows
+        ]
         return "\n".join([*lines, self.summary()])
 
     __repr__ = __str__
@@ -106,9 +110,12 @@ class Progress:
         cells = "".join(
             f"<tr><td>{html.escape(nb)}</td><td><code>{html.escape(name)}</code></td>"
             f"<td>{html.escape(MARKS[status])}</td><td>{html.escape(when)}</td></tr>"
-            for nb, name, status, when in self.rows)
-        return ("<table><thead><tr><th>notebook</th><th>exercise</th><th>status</th><th>when</th></tr></thead>"
-                f"<tbody>{cells}</tbody></table><p>{html.escape(self.summary())}</p>")
+            for nb, name, status, when in self.rows
+        )
+        return (
+            "<table><thead><tr><th>notebook</th><th>exercise</th><th>status</th><th>when</th></tr></thead>"
+            f"<tbody>{cells}</tbody></table><p>{html.escape(self.summary())}</p>"
+        )
 
 
 def progress() -> Progress:

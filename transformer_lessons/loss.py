@@ -39,7 +39,9 @@ def smoothed_targets(target: torch.Tensor, vocab_size: int, pad_id: int, smoothi
     if not 0.0 <= smoothing < 1.0:
         raise ValueError(f"smoothing must be in [0, 1), got {smoothing}")
     if vocab_size < 3:
-        raise ValueError(f"label smoothing needs at least 3 classes (the true one, <pad> and another), got vocab_size={vocab_size}")
+        raise ValueError(
+            f"label smoothing needs at least 3 classes (the true one, <pad> and another), got vocab_size={vocab_size}"
+        )
     dist = torch.full((*target.shape, vocab_size), smoothing / (vocab_size - 2), device=target.device)  # (..., V)
     dist.scatter_(-1, target.unsqueeze(-1), 1.0 - smoothing)  # the true token
     dist[..., pad_id] = 0.0  # never put mass on <pad>
@@ -82,7 +84,9 @@ class LabelSmoothingLoss(nn.Module):
     def forward(self, logits: torch.Tensor, target: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
         """Args: ``reduction`` is ``"mean"`` (per real token), ``"sum"`` or ``"none"`` (per position, 0 at padding)."""
         if logits.size(-1) != self.vocab_size:
-            raise ValueError(f"logits have {logits.size(-1)} classes but the loss was built for vocab_size={self.vocab_size}")
+            raise ValueError(
+                f"logits have {logits.size(-1)} classes but the loss was built for vocab_size={self.vocab_size}"
+            )
         # float32 even under bf16 autocast: the sum over 10k classes needs the precision.
         log_p = F.log_softmax(logits.float(), dim=-1)  # (B, T, V)
         true = log_p.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # (B, T): log p of the true token

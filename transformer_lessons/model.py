@@ -108,7 +108,9 @@ class DecoderLayer(nn.Module):
             return self.self_attn.attend(y, k, v, step_mask(T, t, y.device), offset=t)  # (B, T, D)
 
         x = self.sublayers[0](x, self_attention)
-        x = self.sublayers[1](x, lambda y: self.cross_attn.attend(y, cache.cross_k[layer], cache.cross_v[layer], src_mask))
+        x = self.sublayers[1](
+            x, lambda y: self.cross_attn.attend(y, cache.cross_k[layer], cache.cross_v[layer], src_mask)
+        )
         return self.sublayers[2](x, self.feed_forward)
 
 

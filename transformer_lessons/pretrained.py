@@ -140,7 +140,9 @@ def course_model_file(progress: bool = True) -> Path:
     if own:
         path = Path(own).expanduser()
         if not path.is_file():
-            raise PretrainedError(f"{MODEL_ENV}={own} but there is no file there; point it at a model file, or unset it to use the course's model.")
+            raise PretrainedError(
+                f"{MODEL_ENV}={own} but there is no file there; point it at a model file, or unset it to use the course's model."
+            )
         return path
 
     path = repository_copy()
@@ -168,7 +170,11 @@ def _check_repository_copy(path: Path) -> None:
         return
     with open(path, "rb") as f:
         lfs = f.read(64).startswith(b"version https://git-lfs")
-    why = "it is a Git LFS pointer, not the model (run: git lfs pull)" if lfs else "a partial checkout, or an edited or re-exported file"
+    why = (
+        "it is a Git LFS pointer, not the model (run: git lfs pull)"
+        if lfs
+        else "a partial checkout, or an edited or re-exported file"
+    )
     raise PretrainedError(
         f"{path} is corrupt: its SHA-256 is {actual}, expected {COURSE_MODEL_SHA256} ({why}). It was not used. "
         f"Restore it with: git checkout -- {COURSE_MODEL_PATH}; or delete it, and the course's copy is downloaded; "
@@ -188,7 +194,11 @@ def _download_model(path: Path, progress: bool) -> Path:
             f"TRANSFORMER_LESSONS_CACHE to a writable directory, or download {url} by hand and set {MODEL_ENV}=<that file>."
         ) from err.err
     except OSError as err:  # the network: URLError/HTTPError, timeouts, resets
-        reason = f"HTTP {err.code} {err.reason}" if isinstance(err, urllib.error.HTTPError) else getattr(err, "reason", None) or err
+        reason = (
+            f"HTTP {err.code} {err.reason}"
+            if isinstance(err, urllib.error.HTTPError)
+            else getattr(err, "reason", None) or err
+        )
         raise PretrainedError(
             f"could not download the course's model from {url} ({reason}). Connect to the internet and try again; "
             f"or download that file by hand and put it at {path} (or anywhere, and set {MODEL_ENV}=<that file>); "
@@ -245,7 +255,9 @@ class CourseModel:
 
     def translate(self, sentences, beam_size: int = 4, **kwargs):
         """:func:`transformer_lessons.translation.translate` with this model and its vocabularies."""
-        return translate(self.model, sentences, beam_size=beam_size, src_vocab=self.src_vocab, tgt_vocab=self.tgt_vocab, **kwargs)
+        return translate(
+            self.model, sentences, beam_size=beam_size, src_vocab=self.src_vocab, tgt_vocab=self.tgt_vocab, **kwargs
+        )
 
 
 def load_course_model(device=None, progress: bool = True) -> CourseModel:

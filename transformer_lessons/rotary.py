@@ -29,7 +29,9 @@ from __future__ import annotations
 import torch
 
 
-def rotary_angles(start: int, length: int, d_head: int, base: float = 10000.0, device: torch.device | None = None) -> torch.Tensor:
+def rotary_angles(
+    start: int, length: int, d_head: int, base: float = 10000.0, device: torch.device | None = None
+) -> torch.Tensor:
     """``m·θ_i`` for positions ``m = start … start + length - 1`` and pairs ``i < Dh / 2`` (RoFormer Eq. 15).
 
     Returns:

@@ -57,10 +57,23 @@ from transformer_lessons.hardware import autocast_for, device_name
 from transformer_lessons.interrupt import StepBoundary, StopRequested
 from transformer_lessons.loss import LabelSmoothingLoss
 from transformer_lessons.model import Transformer
-from transformer_lessons.rundir import default_out_dir, make_out_dir, refuse_to_replace, remove_stale_temporary_files, run_lock
+from transformer_lessons.rundir import (
+    default_out_dir,
+    make_out_dir,
+    refuse_to_replace,
+    remove_stale_temporary_files,
+    run_lock,
+)
 from transformer_lessons.schedule import noam_scheduler
 from transformer_lessons.scheduled_sampling import scheduled_inputs, scheduled_probability, step_generator
-from transformer_lessons.tensorboard import check_tensorboard, log_epoch, log_step, log_test, open_writer, tensorboard_dir
+from transformer_lessons.tensorboard import (
+    check_tensorboard,
+    log_epoch,
+    log_step,
+    log_test,
+    open_writer,
+    tensorboard_dir,
+)
 from transformer_lessons.train import make_optimizer, train_step
 
 if TYPE_CHECKING:
@@ -92,21 +105,32 @@ class TrainState:
 
     def to_checkpoint(self) -> dict:
         return {
-            "step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch, "history": self.history,
+            "step": self.step,
+            "epoch": self.epoch,
+            "batch_in_epoch": self.batch_in_epoch,
+            "history": self.history,
             "epoch_sums": {"loss": self.epoch_loss, "tokens": self.epoch_tokens, "time": self.epoch_time_s},
-            "best_val_bleu": self.best_val_bleu, "best_epoch": self.best_epoch, "train_time_s": self.train_time_s,
-        }  # fmt: skip
+            "best_val_bleu": self.best_val_bleu,
+            "best_epoch": self.best_epoch,
+            "train_time_s": self.train_time_s,
+        }
 
     @classmethod
     def from_checkpoint(cls, ckpt: dict) -> "TrainState":
         sums, history = ckpt["epoch_sums"], list(ckpt["history"])
         return cls(
-            step=ckpt["step"], epoch=ckpt["epoch"], batch_in_epoch=ckpt["batch_in_epoch"], epoch_loss=sums["loss"],
-            epoch_tokens=sums["tokens"], epoch_time_s=sums["time"], history=history,
-            best_val_bleu=ckpt["best_val_bleu"], best_epoch=ckpt["best_epoch"],
+            step=ckpt["step"],
+            epoch=ckpt["epoch"],
+            batch_in_epoch=ckpt["batch_in_epoch"],
+            epoch_loss=sums["loss"],
+            epoch_tokens=sums["tokens"],
+            epoch_time_s=sums["time"],
+            history=history,
+            best_val_bleu=ckpt["best_val_bleu"],
+            best_epoch=ckpt["best_epoch"],
             train_time_s=ckpt.get("train_time_s", sum(h["epoch_time_s"] for h in history) + sums["time"]),
             wall_time_s=ckpt.get("wall_time_s", history[-1]["elapsed_s"] if history else 0.0),
-        )  # fmt: skip
+        )
 
 
 @dataclass
@@ -150,7 +174,9 @@ class Run:
         return limit is not None and state.train_time_s + (_clock() - since) >= 60 * limit
 
 
-def build_run(config: TrainConfig, corpus: "Corpus", out: Path, device: torch.device, dist: Distributed = Distributed(), **options) -> Run:
+def build_run(
+    config: TrainConfig, corpus: "Corpus", out: Path, device: torch.device, dist: Distributed = Distributed(), **options
+) -> Run:
     """A fresh model (seeded), Adam, the schedule, the loss and the batcher for ``config``; DDP around the model under torchrun."""
     torch.manual_seed(config.seed)
     random.seed(config.seed)
@@ -160,13 +186,26 @@ def build_run(config: TrainConfig, corpus: "Corpus", out: Path, device: torch.de
     criterion = LabelSmoothingLoss(len(corpus.tgt_vocab), corpus.tgt_vocab.pad_id, config.smoothing)
     step_model = dist.wrap(model)
     return Run(
-        config=config, corpus=corpus, out=out, device=device, model=model, optimizer=optimizer,
+        config=config,
+        corpus=corpus,
+        out=out,
+        device=device,
+        model=model,
+        optimizer=optimizer,
         scheduler=noam_scheduler(optimizer, config.model.d_model, config.warmup, config.lr_factor),
-        criterion=criterion, step_criterion=ShardedLoss(criterion, dist) if dist.active else criterion,
-        batcher=corpus.batcher("train", config.max_tokens, shuffle=True, seed=config.seed, max_len=config.model.max_len),
-        step_model=torch.compile(step_model, dynamic=True) if (config.compile and device.type == "cuda") else step_model,
-        autocast=autocast, amp_dtype=amp_dtype, dist=dist, **options,
-    )  # fmt: skip
+        criterion=criterion,
+        step_criterion=ShardedLoss(criterion, dist) if dist.active else criterion,
+        batcher=corpus.batcher(
+            "train", config.max_tokens, shuffle=True, seed=config.seed, max_len=config.model.max_len
+        ),
+        step_model=torch.compile(step_model, dynamic=True)
+        if (config.compile and device.type == "cuda")
+        else step_model,
+        autocast=autocast,
+        amp_dtype=amp_dtype,
+        dist=dist,
+        **options,
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -191,17 +230,27 @@ def _set_rng_state(state: dict) -> None:
 def checkpoint_dict(run: Run, state: TrainState, training_state: bool = True) -> dict:
     """The checkpoint of ``run`` now: ``last.pt`` with the training state, ``best.pt`` without it."""
     ckpt = {
-        "format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION, "model_config": run.config.model.to_dict(),
-        "train_config": run.config.to_dict(), "src_vocab": run.corpus.src_vocab.to_dict(),
-        "tgt_vocab": run.corpus.tgt_vocab.to_dict(), "model": run.model.state_dict(),
-    }  # fmt: skip
+        "format": CHECKPOINT_FORMAT,
+        "version": CHECKPOINT_VERSION,
+        "model_config": run.config.model.to_dict(),
+        "train_config": run.config.to_dict(),
+        "src_vocab": run.corpus.src_vocab.to_dict(),
+        "tgt_vocab": run.corpus.tgt_vocab.to_dict(),
+        "model": run.model.state_dict(),
+    }
     progress = state.to_checkpoint()
     if not training_state:
         return ckpt | {k: progress[k] for k in ("step", "epoch", "history", "best_val_bleu", "best_epoch")}
-    return ckpt | progress | {
-        "optimizer": run.optimizer.state_dict(), "scheduler": run.scheduler.state_dict(), "rng": _rng_state(),
-        "wall_time_s": run.wall_seconds(state),
-    }  # fmt: skip
+    return (
+        ckpt
+        | progress
+        | {
+            "optimizer": run.optimizer.state_dict(),
+            "scheduler": run.scheduler.state_dict(),
+            "rng": _rng_state(),
+            "wall_time_s": run.wall_seconds(state),
+        }
+    )
 
 
 def save_last(run: Run, state: TrainState) -> None:
@@ -224,13 +273,21 @@ def read_resumable(path: Path, config: TrainConfig, device: torch.device) -> dic
         ckpt = read_checkpoint(path, map_location=device)
     except CheckpointError as err:
         raise CheckpointError(f"cannot resume: {err}; delete {path}, or {start_over}") from err
-    missing = [k for k in ("optimizer", "scheduler", "step", "epoch", "batch_in_epoch", "epoch_sums", "history", "rng") if k not in ckpt]
+    missing = [
+        k
+        for k in ("optimizer", "scheduler", "step", "epoch", "batch_in_epoch", "epoch_sums", "history", "rng")
+        if k not in ckpt
+    ]
     if missing:
-        raise CheckpointError(f"cannot resume: {path} lacks the training state {missing} (is it a best.pt or an export?); {start_over}")
+        raise CheckpointError(
+            f"cannot resume: {path} lacks the training state {missing} (is it a best.pt or an export?); {start_over}"
+        )
     try:
         saved = TrainConfig.from_dict(ckpt.get("train_config") or {})
     except (TypeError, ValueError) as err:
-        raise ResumeMismatchError(f"cannot resume {path}: its training settings are not this code's ({err}); {start_over}") from err
+        raise ResumeMismatchError(
+            f"cannot resume {path}: its training settings are not this code's ({err}); {start_over}"
+        ) from err
     changed = config.changes_on_resume(saved)
     if changed:
         raise ResumeMismatchError(
@@ -243,7 +300,10 @@ def read_resumable(path: Path, config: TrainConfig, device: torch.device) -> dic
 def restore(run: Run, ckpt: dict) -> TrainState:
     """Load ``last.pt``'s weights, optimizer, schedule and random state into ``run``; its :class:`TrainState`."""
     src_vocab, tgt_vocab = run.corpus.src_vocab, run.corpus.tgt_vocab
-    if vocab_from_dict(ckpt["src_vocab"], "source") != src_vocab or vocab_from_dict(ckpt["tgt_vocab"], "target") != tgt_vocab:
+    if (
+        vocab_from_dict(ckpt["src_vocab"], "source") != src_vocab
+        or vocab_from_dict(ckpt["tgt_vocab"], "target") != tgt_vocab
+    ):
         raise ResumeMismatchError(
             f"{run.last_path} was trained with other vocabularies (source {len(ckpt['src_vocab']['itos'])}, target "
             f"{len(ckpt['tgt_vocab']['itos'])} tokens; this corpus: {len(src_vocab)}, {len(tgt_vocab)}): "
@@ -287,7 +347,11 @@ def _progress_bar():
 
 
 def _diverged(run: Run, state: TrainState, err: DivergedError) -> DivergedError:
-    kept = f"{run.last_path} keeps the last state saved before it" if run.last_path.is_file() else "no checkpoint had been written yet"
+    kept = (
+        f"{run.last_path} keeps the last state saved before it"
+        if run.last_path.is_file()
+        else "no checkpoint had been written yet"
+    )
     return DivergedError(
         f"training diverged at step {state.step + 1} (learning rate {run.scheduler.get_last_lr()[0]:.3g}): {err}. "
         f"That step changed no weight and nothing was saved after it ({kept}). "
@@ -308,24 +372,48 @@ def run_epoch(run: Run, state: TrainState, guard: StepBoundary) -> str:
     interruption are skipped, and the epoch's order depends only on (seed, epoch).
     """
     run.batcher.set_epoch(state.epoch)
-    bar = _progress_bar()(total=len(run.batcher), desc=f"epoch {state.epoch + 1}/{run.config.epochs}", disable=not run.progress,
-                          leave=False, initial=state.batch_in_epoch)  # fmt: skip
+    bar = _progress_bar()(
+        total=len(run.batcher),
+        desc=f"epoch {state.epoch + 1}/{run.config.epochs}",
+        disable=not run.progress,
+        leave=False,
+        initial=state.batch_in_epoch,
+    )
     since = _clock()
     try:
         for i, batch in enumerate(run.batcher):
             if i < state.batch_in_epoch:
                 continue  # trained on before the interruption
-            if run.dist.stop_here(run.time_is_up(state, since), guard):  # before the step: a run resumed with no time left trains nothing
+            if run.dist.stop_here(
+                run.time_is_up(state, since), guard
+            ):  # before the step: a run resumed with no time left trains nothing
                 return "time_limit"
             with guard.step():
                 n_tokens = batch.n_tokens  # the whole batch's: under torchrun each rank trains on its shard of it
                 batch = run.dist.shard(batch, run.criterion.pad_id).to(run.device)
                 lr, p = run.optimizer.param_groups[0]["lr"], _scheduled_p(run, state)
                 run.dist.seed_step(run.config.seed, state.step)
-                if p > 0:  # scheduled sampling: the decoder reads some of its own predictions (config.scheduled_sampling)
-                    batch = scheduled_inputs(run.model, batch, p, run.criterion.pad_id, step_generator(run.config.seed, state.step), run.autocast)
+                if (
+                    p > 0
+                ):  # scheduled sampling: the decoder reads some of its own predictions (config.scheduled_sampling)
+                    batch = scheduled_inputs(
+                        run.model,
+                        batch,
+                        p,
+                        run.criterion.pad_id,
+                        step_generator(run.config.seed, state.step),
+                        run.autocast,
+                    )
                 try:
-                    loss = train_step(run.step_model, batch, run.step_criterion, run.optimizer, run.scheduler, run.config.clip_norm, run.autocast)
+                    loss = train_step(
+                        run.step_model,
+                        batch,
+                        run.step_criterion,
+                        run.optimizer,
+                        run.scheduler,
+                        run.config.clip_norm,
+                        run.autocast,
+                    )
                 except DivergedError as err:
                     raise _diverged(run, state, err) from err
                 now = _clock()
@@ -348,8 +436,15 @@ def run_epoch(run: Run, state: TrainState, guard: StepBoundary) -> str:
 
 
 @torch.no_grad()
-def validation_loss(model: Transformer, corpus: "Corpus", split: str, criterion: LabelSmoothingLoss, max_tokens: int,
-                    device: torch.device, autocast=nullcontext) -> tuple[float, float]:
+def validation_loss(
+    model: Transformer,
+    corpus: "Corpus",
+    split: str,
+    criterion: LabelSmoothingLoss,
+    max_tokens: int,
+    device: torch.device,
+    autocast=nullcontext,
+) -> tuple[float, float]:
     """Teacher-forced ``(label-smoothed loss, perplexity)`` per target token on ``split``.
 
     The perplexity is ``exp`` of the plain cross-entropy (no smoothing), the
@@ -357,12 +452,16 @@ def validation_loss(model: Transformer, corpus: "Corpus", split: str, criterion:
     """
     model.eval()
     total, nll, tokens = 0.0, 0.0, 0
-    for batch in corpus.batcher(split, max_tokens, shuffle=False, max_len=model.config.max_len):  # BLEU still sees every pair
+    for batch in corpus.batcher(
+        split, max_tokens, shuffle=False, max_len=model.config.max_len
+    ):  # BLEU still sees every pair
         batch = batch.to(device)
         with autocast():
             logits = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)  # (B, T, V)
         total += criterion(logits, batch.tgt_out, reduction="sum").item()
-        nll += F.cross_entropy(logits.float().flatten(0, 1), batch.tgt_out.flatten(), ignore_index=criterion.pad_id, reduction="sum").item()
+        nll += F.cross_entropy(
+            logits.float().flatten(0, 1), batch.tgt_out.flatten(), ignore_index=criterion.pad_id, reduction="sum"
+        ).item()
         tokens += batch.n_tokens
     return total / max(tokens, 1), math.exp(min(nll / max(tokens, 1), 50.0))
 
@@ -371,11 +470,21 @@ def validate(run: Run, with_bleu: bool) -> tuple[float, float, float | None]:
     """``(val loss, val perplexity, val BLEU or None)``: BLEU of greedy decoding on ``bleu_val_limit`` sentences."""
     config, corpus = run.config, run.corpus
     with fused_attention(run.model):  # no attention weights kept: the fused kernel, faster
-        val_loss, val_ppl = validation_loss(run.model, corpus, "val", run.criterion, config.max_tokens, run.device, run.autocast)
+        val_loss, val_ppl = validation_loss(
+            run.model, corpus, "val", run.criterion, config.max_tokens, run.device, run.autocast
+        )
         if not with_bleu:
             return val_loss, val_ppl, None
-        scores = translation.evaluate(run.model, "val", corpus=corpus, src_vocab=corpus.src_vocab, tgt_vocab=corpus.tgt_vocab, beam_size=1,
-                                 limit=config.bleu_val_limit, max_output_extra=config.max_output_extra)  # fmt: skip
+        scores = translation.evaluate(
+            run.model,
+            "val",
+            corpus=corpus,
+            src_vocab=corpus.src_vocab,
+            tgt_vocab=corpus.tgt_vocab,
+            beam_size=1,
+            limit=config.bleu_val_limit,
+            max_output_extra=config.max_output_extra,
+        )
     return val_loss, val_ppl, scores["bleu"]
 
 
@@ -383,18 +492,27 @@ def end_epoch(run: Run, state: TrainState, last: bool, guard: StepBoundary) -> N
     """After an epoch's steps: validate, add the epoch to the history, save ``best.pt`` if it is the best, then ``last.pt``."""
     val_loss, val_ppl, val_bleu = validate(run, with_bleu=(state.epoch + 1) % run.config.eval_every == 0 or last)
     entry = {
-        "epoch": state.epoch + 1, "step": state.step, "train_loss": state.epoch_loss / max(state.epoch_tokens, 1),
-        "val_loss": val_loss, "val_ppl": val_ppl, "val_bleu": val_bleu, "lr": run.scheduler.get_last_lr()[0],
-        "tokens_per_s": state.epoch_tokens / max(state.epoch_time_s, 1e-9), "epoch_time_s": state.epoch_time_s,
+        "epoch": state.epoch + 1,
+        "step": state.step,
+        "train_loss": state.epoch_loss / max(state.epoch_tokens, 1),
+        "val_loss": val_loss,
+        "val_ppl": val_ppl,
+        "val_bleu": val_bleu,
+        "lr": run.scheduler.get_last_lr()[0],
+        "tokens_per_s": state.epoch_tokens / max(state.epoch_time_s, 1e-9),
+        "epoch_time_s": state.epoch_time_s,
         "elapsed_s": run.wall_seconds(state),  # since the run began, every call together
         "world_size": run.dist.world_size,  # processes that trained it (torchrun): tokens_per_s counts them all
-    }  # fmt: skip
+    }
     if run.writer is not None:
         log_epoch(run.writer, entry)
     if run.log:
         bleu_text = f", val BLEU {val_bleu:.2f}" if val_bleu is not None else ""
-        print(f"epoch {entry['epoch']:>3}  step {state.step:>6}  train loss {entry['train_loss']:.3f}  val loss {val_loss:.3f} "
-              f"(ppl {val_ppl:.1f}){bleu_text}  {entry['tokens_per_s']:,.0f} tok/s", flush=True)  # fmt: skip
+        print(
+            f"epoch {entry['epoch']:>3}  step {state.step:>6}  train loss {entry['train_loss']:.3f}  val loss {val_loss:.3f} "
+            f"(ppl {val_ppl:.1f}){bleu_text}  {entry['tokens_per_s']:,.0f} tok/s",
+            flush=True,
+        )
     best = val_bleu is not None and val_bleu > state.best_val_bleu
     with guard.step():  # the record and the checkpoints change together: Ctrl-C waits until both are saved
         state.history.append(entry)
@@ -422,30 +540,52 @@ def final_test(run: Run, state: TrainState, stopped: str) -> dict:
     model, averaged = _model_to_test(run, state)
     with fused_attention(model):
         test = translation.evaluate(
-            model, "test_2016_flickr", corpus=corpus, src_vocab=corpus.src_vocab, tgt_vocab=corpus.tgt_vocab, beam_size=config.beam_size,
-            length_penalty=config.length_penalty, progress=run.progress, max_output_extra=config.max_output_extra,
-        )  # fmt: skip
+            model,
+            "test_2016_flickr",
+            corpus=corpus,
+            src_vocab=corpus.src_vocab,
+            tgt_vocab=corpus.tgt_vocab,
+            beam_size=config.beam_size,
+            length_penalty=config.length_penalty,
+            progress=run.progress,
+            max_output_extra=config.max_output_extra,
+        )
     atomic_write_text(run.out / "test_hypotheses.txt", "\n".join(test.pop("hypotheses")) + "\n")
     test.pop("references", None)
     # Whole epochs from the history, plus the epoch a time limit stopped inside (its counts are in the state).
     tokens = sum(h["tokens_per_s"] * h["epoch_time_s"] for h in state.history) + state.epoch_tokens
     partial = round(state.batch_in_epoch / len(run.batcher), 3) if state.batch_in_epoch else 0  # 0.5: half-way through
     metrics = {
-        "preset": config.name, "test_2016_flickr": test, "tested": "averaged.pt" if averaged else "best.pt", "averaged": averaged,
+        "preset": config.name,
+        "test_2016_flickr": test,
+        "tested": "averaged.pt" if averaged else "best.pt",
+        "averaged": averaged,
         "best_epoch": state.best_epoch,
         "best_val_bleu": state.best_val_bleu if state.best_epoch is not None else None,
-        "epochs": len(state.history) + partial, "epochs_completed": len(state.history), "steps": state.step, "stopped": stopped,
+        "epochs": len(state.history) + partial,
+        "epochs_completed": len(state.history),
+        "steps": state.step,
+        "stopped": stopped,
         "train_time_s": state.train_time_s,  # every call of the run together, evaluation excluded
         "wall_time_s": run.wall_seconds(state),  # every call together, evaluation included
-        "train_tokens_per_s": tokens / max(state.train_time_s, 1e-9), "parameters": run.model.num_parameters(),
-        "device": device_name(run.device), "autocast": str(run.amp_dtype).replace("torch.", "") if run.amp_dtype is not None else "float32",
-        "world_size": run.dist.world_size, "torch": torch.__version__, "sacrebleu": sacrebleu.__version__, "train_config": config.to_dict(),
-        "corpus": {k: len(v) for k, v in corpus.pairs.items()} | {"src_vocab": len(corpus.src_vocab), "tgt_vocab": len(corpus.tgt_vocab)},
-    }  # fmt: skip
+        "train_tokens_per_s": tokens / max(state.train_time_s, 1e-9),
+        "parameters": run.model.num_parameters(),
+        "device": device_name(run.device),
+        "autocast": str(run.amp_dtype).replace("torch.", "") if run.amp_dtype is not None else "float32",
+        "world_size": run.dist.world_size,
+        "torch": torch.__version__,
+        "sacrebleu": sacrebleu.__version__,
+        "train_config": config.to_dict(),
+        "corpus": {k: len(v) for k, v in corpus.pairs.items()}
+        | {"src_vocab": len(corpus.src_vocab), "tgt_vocab": len(corpus.tgt_vocab)},
+    }
     atomic_write_json(run.out / "metrics.json", metrics)
     if run.log:
-        print(f"test_2016_flickr: sacreBLEU {test['bleu']:.2f} ({test['signature']}); "
-              f"tutorial BLEU (lowercased, tokenized) {test['tutorial_bleu']:.2f}", flush=True)  # fmt: skip
+        print(
+            f"test_2016_flickr: sacreBLEU {test['bleu']:.2f} ({test['signature']}); "
+            f"tutorial BLEU (lowercased, tokenized) {test['tutorial_bleu']:.2f}",
+            flush=True,
+        )
     return metrics
 
 
@@ -460,13 +600,20 @@ def _model_to_test(run: Run, state: TrainState) -> tuple[Transformer, dict | Non
     weights, epochs = average_last_epochs(run.out, n)
     model = copy.deepcopy(run.model)
     model.load_state_dict(weights)
-    save_checkpoint(checkpoint_dict(run, state, training_state=False) | {"model": model.state_dict(), "averaged_epochs": epochs},
-                    run.out / "averaged.pt")
+    save_checkpoint(
+        checkpoint_dict(run, state, training_state=False) | {"model": model.state_dict(), "averaged_epochs": epochs},
+        run.out / "averaged.pt",
+    )
     val_loss, _, val_bleu = validate(dataclasses.replace(run, model=model), with_bleu=True)
     if run.log:
-        best = f"; the best epoch, {state.best_epoch}: {state.best_val_bleu:.2f}" if state.best_epoch is not None else ""
-        print(f"averaged the weights of epochs {', '.join(map(str, epochs))}: val loss {val_loss:.3f}, val BLEU {val_bleu:.2f}"
-              f"{best}; testing averaged.pt", flush=True)
+        best = (
+            f"; the best epoch, {state.best_epoch}: {state.best_val_bleu:.2f}" if state.best_epoch is not None else ""
+        )
+        print(
+            f"averaged the weights of epochs {', '.join(map(str, epochs))}: val loss {val_loss:.3f}, val BLEU {val_bleu:.2f}"
+            f"{best}; testing averaged.pt",
+            flush=True,
+        )
     return model, {"epochs": epochs, "val_loss": val_loss, "val_bleu": val_bleu}
 
 
@@ -476,7 +623,10 @@ def _model_to_test(run: Run, state: TrainState) -> tuple[Transformer, dict | Non
 
 
 def prepare_corpus_for(
-    config: "TrainConfig | str | None" = None, data_dir: str | os.PathLike | None = None, progress: bool = True, limit: int | None = None
+    config: "TrainConfig | str | None" = None,
+    data_dir: str | os.PathLike | None = None,
+    progress: bool = True,
+    limit: int | None = None,
 ) -> "Corpus":
     """The corpus a run with ``config`` trains on: :func:`~transformer_lessons.data.prepare_corpus`
     with the config's ``min_freq``, ``drop_longer_than``, ``limit`` and ``bpe_merges`` (``limit`` here overrides the config's)."""
@@ -484,21 +634,30 @@ def prepare_corpus_for(
 
     config = get_train_config(config)
     return prepare_corpus(
-        data_dir, min_freq=config.min_freq, drop_longer_than=config.drop_longer_than, limit=limit if limit is not None else config.limit,
-        progress=progress, bpe_merges=config.bpe_merges,
-    )  # fmt: skip
+        data_dir,
+        min_freq=config.min_freq,
+        drop_longer_than=config.drop_longer_than,
+        limit=limit if limit is not None else config.limit,
+        progress=progress,
+        bpe_merges=config.bpe_merges,
+    )
 
 
 def check_corpus(corpus: "Corpus", config: TrainConfig) -> None:
     """Refuse a corpus without train/val; warn when it was prepared otherwise or holds pairs too long for the model."""
     corpus.require_splits()
-    info = {("drop_longer_than" if k == "max_len" else k): v for k, v in corpus.info.items()}  # corpora saved before the rename
+    info = {
+        ("drop_longer_than" if k == "max_len" else k): v for k, v in corpus.info.items()
+    }  # corpora saved before the rename
     made = {k: info[k] for k in ("min_freq", "drop_longer_than", "limit", "bpe_merges") if k in info}
     differs = {k: (v, getattr(config, k)) for k, v in made.items() if v != getattr(config, k)}
     if differs:  # a corpus prepared elsewhere (e.g. --corpus on a GPU machine) records how it was made
         detail = ", ".join(f"{k}={v!r} (config: {c!r})" for k, (v, c) in differs.items())
-        warnings.warn(f"the corpus was prepared with {detail}; training on it as it is. For the config's settings, prepare it with "
-                      f"prepare_corpus_for(config) (command line: prepare --preset {config.name})", stacklevel=3)  # fmt: skip
+        warnings.warn(
+            f"the corpus was prepared with {detail}; training on it as it is. For the config's settings, prepare it with "
+            f"prepare_corpus_for(config) (command line: prepare --preset {config.name})",
+            stacklevel=3,
+        )
     for split in ("train", "val"):
         if skipped := corpus.too_long(split, config.model.max_len):
             warnings.warn(
@@ -520,16 +679,22 @@ def train_epochs(run: Run, state: TrainState) -> str:
                 if stopped != "done":  # inside an epoch: keep its position, do not log it as an epoch
                     save_last(run, state)
                     if stopped == "time_limit" and run.log:
-                        print(f"time limit: {state.train_time_s / 60:.1f} min of training (max_minutes={config.max_minutes}) used up in "
-                              f"epoch {state.epoch + 1} after {state.batch_in_epoch}/{len(run.batcher)} batches, step {state.step}; "
-                              f"saved {run.last_path}", flush=True)  # fmt: skip
+                        print(
+                            f"time limit: {state.train_time_s / 60:.1f} min of training (max_minutes={config.max_minutes}) used up in "
+                            f"epoch {state.epoch + 1} after {state.batch_in_epoch}/{len(run.batcher)} batches, step {state.step}; "
+                            f"saved {run.last_path}",
+                            flush=True,
+                        )
                     break
                 if run.dist.stop_here(run.time_is_up(state, _clock()), guard):
                     stopped = "time_limit"  # the budget ended with this epoch: evaluate it as the last one
                 end_epoch(run, state, last=state.epoch + 1 == config.epochs or stopped != "done", guard=guard)
                 if stopped == "time_limit" and run.log:
-                    print(f"time limit: {state.train_time_s / 60:.1f} min of training (max_minutes={config.max_minutes}) used up "
-                          f"after epoch {state.epoch}", flush=True)  # fmt: skip
+                    print(
+                        f"time limit: {state.train_time_s / 60:.1f} min of training (max_minutes={config.max_minutes}) used up "
+                        f"after epoch {state.epoch}",
+                        flush=True,
+                    )
         except StopRequested as stop:
             _save_on_stop(run, state, stop)
             if stop.signum == signal.SIGTERM:
@@ -545,8 +710,11 @@ def _save_on_stop(run: Run, state: TrainState, stop: StopRequested | None) -> No
     if not run.dist.is_main:
         return  # rank 0 saves and says so
     if stop is not None and stop.mid_step:
-        print(f"\nstopped in the middle of step {state.step + 1}: {run.last_path} was not overwritten; run again with resume to "
-              "continue from it", flush=True)  # fmt: skip
+        print(
+            f"\nstopped in the middle of step {state.step + 1}: {run.last_path} was not overwritten; run again with resume to "
+            "continue from it",
+            flush=True,
+        )
         return
     save_last(run, state)
     print(f"\ninterrupted: saved {run.last_path} (step {state.step}); run again with resume to continue", flush=True)
@@ -646,10 +814,15 @@ def _check_run_folder(out: Path, dist: Distributed, resume: bool, log: bool) -> 
 def _finish(run: Run, state: TrainState, stopped: str, evaluate_test: bool) -> dict:
     """What :func:`train` returns, after the final test when the run ended and the corpus has a test set."""
     result = {
-        "history": state.history, "step": state.step, "best_epoch": state.best_epoch,
+        "history": state.history,
+        "step": state.step,
+        "best_epoch": state.best_epoch,
         "best_val_bleu": state.best_val_bleu if state.best_epoch is not None else None,
-        "train_time_s": state.train_time_s, "stopped": stopped, "out_dir": str(run.out), "test": None,
-    }  # fmt: skip
+        "train_time_s": state.train_time_s,
+        "stopped": stopped,
+        "out_dir": str(run.out),
+        "test": None,
+    }
     if stopped != "max_steps" and evaluate_test and "test_2016_flickr" in run.corpus.text and run.dist.is_main:
         result["metrics"] = final_test(run, state, stopped)
         result["test"] = result["metrics"]["test_2016_flickr"]
@@ -659,6 +832,20 @@ def _finish(run: Run, state: TrainState, stopped: str, evaluate_test: bool) -> d
 
 
 __all__ = [
-    "Run", "TrainState", "build_run", "check_corpus", "checkpoint_dict", "end_epoch", "final_test", "prepare_corpus_for",
-    "read_resumable", "restore", "run_epoch", "save_last", "train", "train_epochs", "validate", "validation_loss",
-]  # fmt: skip
+    "Run",
+    "TrainState",
+    "build_run",
+    "check_corpus",
+    "checkpoint_dict",
+    "end_epoch",
+    "final_test",
+    "prepare_corpus_for",
+    "read_resumable",
+    "restore",
+    "run_epoch",
+    "save_last",
+    "train",
+    "train_epochs",
+    "validate",
+    "validation_loss",
+]

@@ -89,7 +89,9 @@ def make_out_dir(out: str | os.PathLike) -> Path:
     """Create the output folder ``out``; a file of that name, or a folder that cannot be made, raises :class:`TrainingError`."""
     out = Path(out)
     if out.exists() and not out.is_dir():
-        raise TrainingError(f"the output folder {out} is a file: choose a folder for the run's checkpoints (or remove the file)")
+        raise TrainingError(
+            f"the output folder {out} is a file: choose a folder for the run's checkpoints (or remove the file)"
+        )
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -206,11 +208,19 @@ def remove_stale_temporary_files(out: str | os.PathLike) -> str | None:
     if not removed:
         return None
     names = ", ".join(name for name, _ in removed[:3]) + (" …" if len(removed) > 3 else "")
-    return (f"removed {len(removed)} temporary file(s) that a cut-off save left in {out} ({names}; "
-            f"{sum(size for _, size in removed) / 1e6:.1f} MB); the checkpoints were not touched")  # fmt: skip
+    return (
+        f"removed {len(removed)} temporary file(s) that a cut-off save left in {out} ({names}; "
+        f"{sum(size for _, size in removed) / 1e6:.1f} MB); the checkpoints were not touched"
+    )
 
 
 __all__ = [
-    "LOCK_NAME", "RUN_RECORDS", "course_root", "default_out_dir", "make_out_dir", "refuse_to_replace", "remove_stale_temporary_files",
+    "LOCK_NAME",
+    "RUN_RECORDS",
+    "course_root",
+    "default_out_dir",
+    "make_out_dir",
+    "refuse_to_replace",
+    "remove_stale_temporary_files",
     "run_lock",
 ]

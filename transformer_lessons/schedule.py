@@ -28,7 +28,9 @@ def noam_rate(step: int, d_model: int, warmup: int, factor: float = 1.0) -> floa
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
-def noam_scheduler(optimizer: torch.optim.Optimizer, d_model: int, warmup: int, factor: float = 1.0) -> torch.optim.lr_scheduler.LambdaLR:
+def noam_scheduler(
+    optimizer: torch.optim.Optimizer, d_model: int, warmup: int, factor: float = 1.0
+) -> torch.optim.lr_scheduler.LambdaLR:
     """A ``LambdaLR`` that sets the learning rate to :func:`noam_rate` at every update.
 
     Call ``scheduler.step()`` after each ``optimizer.step()``. The optimizer's

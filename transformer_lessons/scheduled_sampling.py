@@ -67,8 +67,9 @@ def step_generator(seed: int, step: int) -> torch.Generator:
 
 
 @torch.no_grad()
-def model_predictions(model: Transformer, batch, autocast=nullcontext, sample: bool = False,
-                      generator: torch.Generator | None = None) -> torch.Tensor:
+def model_predictions(
+    model: Transformer, batch, autocast=nullcontext, sample: bool = False, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """The first pass: the model's prediction for every target position, teacher-forced, without gradients.
 
     Made in eval mode (no dropout), as the model would predict when translating;
@@ -96,8 +97,13 @@ def model_predictions(model: Transformer, batch, autocast=nullcontext, sample: b
     return drawn.view(logits.shape[:2])  # (B, T)
 
 
-def mix_inputs(tgt_in: torch.Tensor, predictions: torch.Tensor, p: float, pad_id: int | None = None,
-               generator: torch.Generator | None = None) -> torch.Tensor:
+def mix_inputs(
+    tgt_in: torch.Tensor,
+    predictions: torch.Tensor,
+    p: float,
+    pad_id: int | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     """The second pass's decoder input: each token after ``<bos>`` replaced by its prediction with probability ``p``.
 
     Position ``t >= 1`` of ``tgt_in`` holds the true token ``y_t``; the model's guess
@@ -109,7 +115,9 @@ def mix_inputs(tgt_in: torch.Tensor, predictions: torch.Tensor, p: float, pad_id
         tgt_in ``(B, T)``, predictions ``(B, T)`` -> ``(B, T)``; ``tgt_in`` is not modified.
     """
     guess = torch.cat([tgt_in[:, :1], predictions[:, :-1]], dim=1)  # (B, T): guess[:, t] is the guess for tgt_in[:, t]
-    coin = torch.rand(tgt_in.shape, generator=generator, device=generator.device if generator is not None else tgt_in.device)
+    coin = torch.rand(
+        tgt_in.shape, generator=generator, device=generator.device if generator is not None else tgt_in.device
+    )
     replace = coin.to(tgt_in.device) < p  # (B, T)
     replace[:, 0] = False  # <bos> is no prediction
     if pad_id is not None:
@@ -117,8 +125,15 @@ def mix_inputs(tgt_in: torch.Tensor, predictions: torch.Tensor, p: float, pad_id
     return torch.where(replace, guess, tgt_in)  # (B, T)
 
 
-def scheduled_inputs(model: Transformer, batch, p: float, pad_id: int | None = None, generator: torch.Generator | None = None,
-                     autocast=nullcontext, sample: bool = False):
+def scheduled_inputs(
+    model: Transformer,
+    batch,
+    p: float,
+    pad_id: int | None = None,
+    generator: torch.Generator | None = None,
+    autocast=nullcontext,
+    sample: bool = False,
+):
     """``batch`` with its decoder input mixed with the model's own predictions (probability ``p`` per token).
 
     Both passes of scheduled sampling for Transformers: :func:`model_predictions`,

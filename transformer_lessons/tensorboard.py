@@ -51,7 +51,9 @@ def _asked(tensorboard: bool | str | os.PathLike | None) -> bool:
     if tensorboard is None or tensorboard is False:
         return False
     if not (tensorboard is True or isinstance(tensorboard, (str, os.PathLike))):
-        raise TypeError(f"tensorboard must be None, True or a folder, got {type(tensorboard).__name__}: {tensorboard!r}")
+        raise TypeError(
+            f"tensorboard must be None, True or a folder, got {type(tensorboard).__name__}: {tensorboard!r}"
+        )
     return True
 
 
@@ -104,6 +106,13 @@ def log_test(writer: Any, step: int, test: dict) -> None:
 
 
 __all__ = [
-    "INSTALL_HINT", "TensorBoardMissingError", "check_tensorboard", "log_epoch", "log_step", "log_test", "open_writer",
-    "summary_writer_class", "tensorboard_dir",
-]  # fmt: skip
+    "INSTALL_HINT",
+    "TensorBoardMissingError",
+    "check_tensorboard",
+    "log_epoch",
+    "log_step",
+    "log_test",
+    "open_writer",
+    "summary_writer_class",
+    "tensorboard_dir",
+]

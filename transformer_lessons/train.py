@@ -23,8 +23,15 @@ from transformer_lessons.config import TrainConfig
 from transformer_lessons.errors import DivergedError
 
 
-def train_step(model: nn.Module, batch, criterion: nn.Module, optimizer: torch.optim.Optimizer, scheduler=None,
-               clip_norm: float | None = None, autocast=nullcontext) -> torch.Tensor:
+def train_step(
+    model: nn.Module,
+    batch,
+    criterion: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler=None,
+    clip_norm: float | None = None,
+    autocast=nullcontext,
+) -> torch.Tensor:
     """One update of ``model`` on ``batch``: the training step of every loop in the course.
 
     Forward (teacher forcing: the decoder reads ``batch.tgt_in`` and is scored on

@@ -38,7 +38,9 @@ def _resolve(model_or_checkpoint, src_vocab, tgt_vocab, device) -> tuple[Transfo
         return model, src_vocab, tgt_vocab, next(model.parameters()).device
     if isinstance(model_or_checkpoint, Transformer):
         if src_vocab is None or tgt_vocab is None:
-            raise TypeError("with a model, pass src_vocab= and tgt_vocab= too (or pass a checkpoint path instead of the model)")
+            raise TypeError(
+                "with a model, pass src_vocab= and tgt_vocab= too (or pass a checkpoint path instead of the model)"
+            )
         model = model_or_checkpoint
         if device is not None:
             model = model.to(device)
@@ -108,11 +110,26 @@ def decode_token_lists(
         src_mask = padding_mask(src, src_vocab.pad_id)  # (B, 1, 1, S)
         chunk_max_new_tokens = min(max_new_tokens or width + max_output_extra, model.config.max_len)
         if temperature is not None:
-            ys = sample_decode(model, src, src_mask, chunk_max_new_tokens, bos, eos, temperature, top_k, generator, pad)  # (B, 1 + L)
+            ys = sample_decode(
+                model, src, src_mask, chunk_max_new_tokens, bos, eos, temperature, top_k, generator, pad
+            )  # (B, 1 + L)
         elif beam_size == 1:
-            ys = greedy_decode(model, src, src_mask, chunk_max_new_tokens, bos, eos, pad, use_cache=use_cache)  # (B, 1 + L)
+            ys = greedy_decode(
+                model, src, src_mask, chunk_max_new_tokens, bos, eos, pad, use_cache=use_cache
+            )  # (B, 1 + L)
         else:
-            ys = beam_search(model, src, src_mask, chunk_max_new_tokens, bos, eos, beam_size, length_penalty, pad, use_cache=use_cache)  # (B, 1 + L)
+            ys = beam_search(
+                model,
+                src,
+                src_mask,
+                chunk_max_new_tokens,
+                bos,
+                eos,
+                beam_size,
+                length_penalty,
+                pad,
+                use_cache=use_cache,
+            )  # (B, 1 + L)
         for row, seq in enumerate(ys[:, 1:].tolist()):
             out = []
             for token in seq:
@@ -132,7 +149,9 @@ def _check_sampling(temperature: float | None, top_k: int | None, seed: int | No
     check_temperature(temperature)
     check_top_k(top_k)
     if beam_size != 1:
-        raise ValueError(f"temperature= samples each token, beam_size={beam_size} searches: choose one (beam_size=1 to sample)")
+        raise ValueError(
+            f"temperature= samples each token, beam_size={beam_size} searches: choose one (beam_size=1 to sample)"
+        )
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise ValueError(f"seed must be a whole number >= 0 or None, got {seed!r}")
 
@@ -234,9 +253,22 @@ def translate(
     src_units = [src_vocab.segment(t) for t in src_tokens]  # what the model reads: words, or BPE pieces
     src_units = _cut_long_sources(src_units, limit)
     # decode_token_lists takes words and cuts each source to `limit` units itself.
-    sampling = {"temperature": temperature, "top_k": top_k, "generator": None if seed is None else torch.Generator(device=device).manual_seed(seed)}
+    sampling = {
+        "temperature": temperature,
+        "top_k": top_k,
+        "generator": None if seed is None else torch.Generator(device=device).manual_seed(seed),
+    }
     outputs = decode_token_lists(
-        model, src_tokens, src_vocab, tgt_vocab, beam_size, length_penalty, max_new_tokens, batch_size, **sampling, use_cache=use_cache
+        model,
+        src_tokens,
+        src_vocab,
+        tgt_vocab,
+        beam_size,
+        length_penalty,
+        max_new_tokens,
+        batch_size,
+        **sampling,
+        use_cache=use_cache,
     )
     english = Tokenizer("en")
     texts = [english.detokenize(tgt_vocab.decode_words(out)) for out in outputs]
@@ -262,13 +294,20 @@ def _cut_long_sources(src_units: list[list[str]], limit: int) -> list[list[str]]
 
 
 @torch.no_grad()
-def _attention_details(model: Transformer, src_tokens: list[str], out: list[int], src_vocab: "Vocab", tgt_vocab: "Vocab") -> dict:
+def _attention_details(
+    model: Transformer, src_tokens: list[str], out: list[int], src_vocab: "Vocab", tgt_vocab: "Vocab"
+) -> dict:
     """Re-run one finished translation with teacher forcing to read its attention weights.
 
     ``src_tokens`` are the units the model read (BPE pieces when the vocabulary has them).
     """
     tgt_tokens = [tgt_vocab.itos[i] for i in out]
-    details = {"src_tokens": [*src_tokens, "<eos>"], "tgt_tokens": tgt_tokens, "cross_attention": None, "attention": None}
+    details = {
+        "src_tokens": [*src_tokens, "<eos>"],
+        "tgt_tokens": tgt_tokens,
+        "cross_attention": None,
+        "attention": None,
+    }
     if not src_tokens or not out:
         return details
     device = next(model.parameters()).device
@@ -344,16 +383,31 @@ def evaluate(
     if limit is not None:
         texts, tokens = texts[:limit], tokens[:limit]
     outputs = decode_token_lists(
-        model, [s for s, _ in tokens], src_vocab, tgt_vocab, beam_size, length_penalty, batch_size=batch_size, progress=progress, max_output_extra=max_output_extra,
+        model,
+        [s for s, _ in tokens],
+        src_vocab,
+        tgt_vocab,
+        beam_size,
+        length_penalty,
+        batch_size=batch_size,
+        progress=progress,
+        max_output_extra=max_output_extra,
         use_cache=use_cache,
     )
     english = Tokenizer("en")
     hyp_tokens = [tgt_vocab.decode_words(out) for out in outputs]
     hypotheses = [english.detokenize(t) for t in hyp_tokens]
     references = [t for _, t in texts]
-    return {"split": split, "n": len(hypotheses)} | bleu_scores(hypotheses, references, hyp_tokens, [t for _, t in tokens]) | {
-        "beam_size": beam_size, "length_penalty": length_penalty, "hypotheses": hypotheses, "references": references,
-    }  # fmt: skip
+    return (
+        {"split": split, "n": len(hypotheses)}
+        | bleu_scores(hypotheses, references, hyp_tokens, [t for _, t in tokens])
+        | {
+            "beam_size": beam_size,
+            "length_penalty": length_penalty,
+            "hypotheses": hypotheses,
+            "references": references,
+        }
+    )
 
 
 def _split_texts_and_tokens(split: str, corpus: "Corpus | None", data_dir, progress: bool) -> tuple[list, list]:
@@ -367,7 +421,9 @@ def _split_texts_and_tokens(split: str, corpus: "Corpus | None", data_dir, progr
     return texts, list(zip(de.tokenize_batch(s for s, _ in texts), en.tokenize_batch(t for _, t in texts)))
 
 
-def bleu_scores(hypotheses: list[str], references: list[str], hyp_tokens: list[list[str]], ref_tokens: list[list[str]]) -> dict:
+def bleu_scores(
+    hypotheses: list[str], references: list[str], hyp_tokens: list[list[str]], ref_tokens: list[list[str]]
+) -> dict:
     """sacreBLEU on detokenized text (``bleu``, ``signature``, ``bleu_text``) and the tutorial-style score on tokens."""
     from sacrebleu.metrics import BLEU
 

@@ -33,8 +33,14 @@ SERVER_START_TIMEOUT_S = 60
 SERVER_STOP_TIMEOUT_S = 10
 KERNEL_STOP_TIMEOUT_S = 30  # jupyter_client asks politely, then kills after its own grace period
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 
 # JupyterLab settings for a quiet, fully rendered page: no news/update toasts over the
@@ -46,7 +52,12 @@ LAB_SETTINGS = {
 
 
 def _chromium() -> str | None:
-    for candidate in (os.environ.get("CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium"), shutil.which("chromium-browser")):
+    for candidate in (
+        os.environ.get("CHROMIUM"),
+        "/usr/bin/chromium",
+        shutil.which("chromium"),
+        shutil.which("chromium-browser"),
+    ):
         if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
             return candidate
     return None
@@ -119,7 +130,9 @@ class LabServer:
     def api(self, method: str, path: str, timeout: float = 10):
         """Call the server's REST API (``/api/...``) with its token; the decoded JSON reply, or None."""
         request = urllib.request.Request(
-            f"{self.url}{path}", method=method, headers={"Authorization": f"token {self.token}"},
+            f"{self.url}{path}",
+            method=method,
+            headers={"Authorization": f"token {self.token}"},
             data=b"" if method in ("POST", "PATCH", "PUT") else None,
         )
         with urllib.request.urlopen(request, timeout=timeout) as response:
@@ -180,11 +193,19 @@ def _lab_server(tmp_path, lab_settings: dict, quiet: bool):
     env.pop("MPLBACKEND", None)  # let %matplotlib inline choose, as for a learner
     log = tmp_path / "jupyterlab.log"
     command = [
-        sys.executable, "-m", "jupyter", "lab",
-        "--no-browser", "--allow-root",
-        "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
-        f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-        f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={tmp_path / 'lab-workspaces'}",
+        sys.executable,
+        "-m",
+        "jupyter",
+        "lab",
+        "--no-browser",
+        "--allow-root",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={root}",
+        f"--LabApp.user_settings_dir={settings}",
+        f"--LabApp.workspaces_dir={tmp_path / 'lab-workspaces'}",
     ]
     if quiet:
         command += ["--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]

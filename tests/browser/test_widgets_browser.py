@@ -60,7 +60,9 @@ def _fresh_copy(target_dir) -> str:
     """Notebook 01 without saved outputs or widget state: everything on screen comes from this run."""
     nb = nbformat.read(ROOT / "notebooks" / NOTEBOOK, as_version=4)
     source = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
-    assert "attention_explorer(" in source, f"{NOTEBOOK} no longer builds an attention explorer; point this test at one that does"
+    assert "attention_explorer(" in source, (
+        f"{NOTEBOOK} no longer builds an attention explorer; point this test at one that does"
+    )
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
@@ -106,12 +108,14 @@ def _cells(png: bytes, name: str) -> np.ndarray:
     assert columns, f"{name}: no heatmap on screen (no coloured cells); see {ARTIFACTS / name}"
     x0, x1 = max(columns, key=lambda run: run[1] - run[0])
     y0, y1 = max(_runs(coloured[:, x0:x1].mean(axis=1) > 0.5), key=lambda run: run[1] - run[0], default=(0, 0))
-    cells = rgb[y0 + EDGE_PX:y1 - EDGE_PX, x0 + EDGE_PX:x1 - EDGE_PX]
+    cells = rgb[y0 + EDGE_PX : y1 - EDGE_PX, x0 + EDGE_PX : x1 - EDGE_PX]
     assert min(x1 - x0, y1 - y0) >= MIN_CELLS_PX, (
         f"{name}: the heatmap's cells cover only {x1 - x0}x{y1 - y0} px; see {ARTIFACTS / name}"
     )
     colours = len(np.unique(cells.reshape(-1, 3), axis=0))
-    assert colours >= MIN_CELL_COLOURS, f"{name}: the heatmap is one flat fill ({colours} colours); see {ARTIFACTS / name}"
+    assert colours >= MIN_CELL_COLOURS, (
+        f"{name}: the heatmap is one flat fill ({colours} colours); see {ARTIFACTS / name}"
+    )
     return cells
 
 
@@ -202,8 +206,10 @@ def _explore(lab_server, page, tmp_path) -> None:
     stderr = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").all_inner_texts()
     assert not [t for t in stderr if "Traceback" in t or "Error" in t], stderr
     elapsed = time.monotonic() - started
-    print(f"browser test: heatmap {selected!r} -> {other!r}, {changed:.1%} of its cells' pixels changed, "
-          f"in {elapsed:.1f}s; screenshots in {ARTIFACTS}")
+    print(
+        f"browser test: heatmap {selected!r} -> {other!r}, {changed:.1%} of its cells' pixels changed, "
+        f"in {elapsed:.1f}s; screenshots in {ARTIFACTS}"
+    )
 
 
 def test_learner_solution_is_folded_until_clicked(browser_page, lab_server, tmp_path):
@@ -246,13 +252,19 @@ TYPED_SENTENCE = "Zwei kleine Hunde spielen im Schnee."
 def _translator_notebook(target_dir) -> str:
     """The translator of notebook 11 on the course's committed model, in a notebook of its own (seconds to run)."""
     source = nbformat.read(ROOT / "notebooks" / "11_german_english_model.ipynb", as_version=4)
-    assert any("viz.translator(" in c.source for c in source.cells if c.cell_type == "code"), "notebook 11 no longer has the translator"
+    assert any("viz.translator(" in c.source for c in source.cells if c.cell_type == "code"), (
+        "notebook 11 no longer has the translator"
+    )
     nb = nbformat.v4.new_notebook()
     nb.metadata = source.metadata
     nb.cells = [
-        nbformat.v4.new_code_cell("from transformer_lessons import viz\nfrom transformer_lessons.pretrained import load_course_model\n"
-                                  "course = load_course_model()"),
-        nbformat.v4.new_code_cell(f"viz.translator(course.model, course.src_vocab, course.tgt_vocab, sentence={FIRST_SENTENCE!r}, beam_size=4)"),
+        nbformat.v4.new_code_cell(
+            "from transformer_lessons import viz\nfrom transformer_lessons.pretrained import load_course_model\n"
+            "course = load_course_model()"
+        ),
+        nbformat.v4.new_code_cell(
+            f"viz.translator(course.model, course.src_vocab, course.tgt_vocab, sentence={FIRST_SENTENCE!r}, beam_size=4)"
+        ),
     ]
     nbformat.write(nb, target_dir / TRANSLATOR_NOTEBOOK)
     return TRANSLATOR_NOTEBOOK
@@ -272,7 +284,9 @@ def test_translator_follows_a_typed_sentence(browser_page, lab_server, tmp_path)
         translator = page.locator(TRANSLATOR).first
         translator.scroll_into_view_if_needed()
         first_text = _translation_text(page)
-        assert "bike" in first_text or "bicycle" in first_text, f"the course's model should translate {FIRST_SENTENCE!r}: {first_text!r}"
+        assert "bike" in first_text or "bicycle" in first_text, (
+            f"the course's model should translate {FIRST_SENTENCE!r}: {first_text!r}"
+        )
         before = _heatmap_state(page, TRANSLATOR_HEATMAP)
         shot_before = page.locator(TRANSLATOR_HEATMAP).first.screenshot()
         _save(shot_before, "translator_heatmap_before.png", tmp_path)
@@ -297,15 +311,20 @@ def test_translator_follows_a_typed_sentence(browser_page, lab_server, tmp_path)
         _save(translator.screenshot(), "translator_after.png", tmp_path)
         _cells(shot_after, "translator_heatmap_after.png")
         after = _heatmap_state(page, TRANSLATOR_HEATMAP)
-        assert after["naturalWidth"] != before["naturalWidth"] or shot_after != shot_before  # a new sentence, a new picture
-        stderr = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").all_inner_texts()
+        assert (
+            after["naturalWidth"] != before["naturalWidth"] or shot_after != shot_before
+        )  # a new sentence, a new picture
+        stderr = page.locator(
+            ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
+        ).all_inner_texts()
         assert not [t for t in stderr if "Traceback" in t or "Error" in t], stderr
-        print(f"browser test: translator {first_text!r} -> typed {TYPED_SENTENCE!r} -> {second_text!r}; screenshots in {ARTIFACTS}")
+        print(
+            f"browser test: translator {first_text!r} -> typed {TYPED_SENTENCE!r} -> {second_text!r}; screenshots in {ARTIFACTS}"
+        )
     except BaseException:
         with contextlib.suppress(Exception):
             _save(page.screenshot(full_page=True), "failure_translator.png", tmp_path)
         raise
-
 
 
 FEEDBACK_NOTEBOOK = "check_feedback.ipynb"
@@ -317,10 +336,16 @@ def _feedback_notebook(target_dir) -> str:
     nb.metadata = nbformat.read(ROOT / "notebooks" / "03_masks.ipynb", as_version=4).metadata
     nb.cells = [
         nbformat.v4.new_code_cell("import torch\nfrom transformer_lessons.checks import check_causal_mask"),
-        nbformat.v4.new_code_cell("def causal_mask(size):\n    return torch.ones(size, size).tril(-1).bool()  # off by one\n\n"
-                                  "check_causal_mask(causal_mask)"),
-        nbformat.v4.new_code_cell("def causal_mask(size):\n    return torch.ones(size, size).tril().bool()\n\ncheck_causal_mask(causal_mask)"),
-        nbformat.v4.new_code_cell("def causal_mask(size):\n    raise NotImplementedError('lower triangle')\n\ncheck_causal_mask(causal_mask)"),
+        nbformat.v4.new_code_cell(
+            "def causal_mask(size):\n    return torch.ones(size, size).tril(-1).bool()  # off by one\n\n"
+            "check_causal_mask(causal_mask)"
+        ),
+        nbformat.v4.new_code_cell(
+            "def causal_mask(size):\n    return torch.ones(size, size).tril().bool()\n\ncheck_causal_mask(causal_mask)"
+        ),
+        nbformat.v4.new_code_cell(
+            "def causal_mask(size):\n    raise NotImplementedError('lower triangle')\n\ncheck_causal_mask(causal_mask)"
+        ),
     ]
     nbformat.write(nb, target_dir / FEEDBACK_NOTEBOOK)
     return FEEDBACK_NOTEBOOK
@@ -356,7 +381,9 @@ def test_a_failing_check_shows_only_its_diagnosis(browser_page, lab_server, tmp_
         raise
 
 
-NEWS_PROMPT = "official Jupyter news"  # JupyterLab 4's toast: "Would you like to get notified about official Jupyter news?"
+NEWS_PROMPT = (
+    "official Jupyter news"  # JupyterLab 4's toast: "Would you like to get notified about official Jupyter news?"
+)
 NEWS_WAIT_S = 8  # the prompt comes a moment after the page: wait for it before declaring it absent
 
 

@@ -93,10 +93,14 @@ def stub_source(source: str, where: str = "cell") -> tuple[str, int]:
         begin, end = BEGIN.match(line), END.match(line)
         if begin:
             if open_at is not None:
-                raise MarkerError(f"{where}: '# BEGIN SOLUTION' on line {number} inside the block opened on line {open_at}")
+                raise MarkerError(
+                    f"{where}: '# BEGIN SOLUTION' on line {number} inside the block opened on line {open_at}"
+                )
             hint = (begin["hint"] or "").strip()
             if not hint:
-                raise MarkerError(f"{where}: the '# BEGIN SOLUTION' on line {number} has no hint ('# BEGIN SOLUTION: <what to do>')")
+                raise MarkerError(
+                    f"{where}: the '# BEGIN SOLUTION' on line {number} has no hint ('# BEGIN SOLUTION: <what to do>')"
+                )
             indent = begin["indent"]
             out += [f"{indent}{STUB_COMMENT}", f"{indent}raise NotImplementedError({_python_string(hint)})"]
             open_at = number
@@ -127,15 +131,17 @@ def solution_markdown(source: str) -> str:
     """A collapsed ``<details>`` block holding the solved cell (``source``, markers dropped)."""
     source = solution_code(source)
     fence = _fence(source)
-    return "\n".join([
-        "<details><summary>Show a solution</summary>",
-        "",
-        f"{fence}python",
-        source.rstrip("\n"),
-        fence,
-        "",
-        "</details>",
-    ])
+    return "\n".join(
+        [
+            "<details><summary>Show a solution</summary>",
+            "",
+            f"{fence}python",
+            source.rstrip("\n"),
+            fence,
+            "",
+            "</details>",
+        ]
+    )
 
 
 def exercise_after(cells, index: int) -> str | None:
@@ -151,8 +157,13 @@ def hints_markdown(name: str) -> str:
     exercise = exercises.exercise(name)
     parts = []
     for level, label in FOLDED_HINTS:
-        parts += [f"<details><summary>Hint {level}: {label}</summary>", "", html.escape(exercise.hints[level - 1],
-                  quote=False), "", "</details>"]
+        parts += [
+            f"<details><summary>Hint {level}: {label}</summary>",
+            "",
+            html.escape(exercise.hints[level - 1], quote=False),
+            "",
+            "</details>",
+        ]
     return "\n".join(parts)
 
 
@@ -162,7 +173,7 @@ def banner_markdown(name: str, course: colab.Course | None) -> str:
         "> **Learner version.** Each exercise is a stub that raises `NotImplementedError`: replace "
         f"`{STUB_COMMENT}` and the `raise` line with your code, then run the check below it. "
         "A solution sits under each exercise, folded (*Show a solution*), after two folded hints; "
-        "`hint(\"<exercise>\")` also gives them, one per call.",
+        '`hint("<exercise>")` also gives them, one per call.',
         ">",
         f"> The complete notebook, with every answer and output, is [`{solution}`](../{solution})"
         + (f" ([open it in Colab]({course.colab_url(solution)}))" if course else "")
@@ -269,7 +280,9 @@ def write_all(root: Path = ROOT, course: colab.Course | None = None) -> list[Pat
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 listing learner files that are stale")
+    parser.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 listing learner files that are stale"
+    )
     parser.add_argument("--root", type=Path, default=ROOT, help="repository root (default: this checkout)")
     args = parser.parse_args(argv)
     course = colab.try_read_course(args.root / "pyproject.toml")
@@ -280,7 +293,10 @@ def main(argv: list[str] | None = None) -> int:
             stale = stale_files(args.root, course)
             if stale:
                 rels = [p.relative_to(args.root).as_posix() for p in stale]
-                print("learner notebooks out of date (run python -m transformer_lessons.authoring.build_learner):\n  " + "\n  ".join(rels))
+                print(
+                    "learner notebooks out of date (run python -m transformer_lessons.authoring.build_learner):\n  "
+                    + "\n  ".join(rels)
+                )
                 return 1
             print("build_learner: learner/ is up to date")
             return 0

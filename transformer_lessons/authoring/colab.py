@@ -90,7 +90,9 @@ class Course:
     """What the stamped cells need to know about the project."""
 
     repository: str  # https://github.com/<owner>/<repo>, from [project.urls] Repository
-    pins: dict[str, str]  # package name -> what to install: name==<locked version>, else the requirement of pyproject.toml
+    pins: dict[
+        str, str
+    ]  # package name -> what to install: name==<locked version>, else the requirement of pyproject.toml
     root: Path = ROOT  # the checkout whose images/ the figure links point at
 
     @property
@@ -125,10 +127,12 @@ def _parse_pyproject(text: str) -> dict:
         urls = re.search(r"^\[project\.urls\]\s*$(.*?)(?=^\[|\Z)", text, re.M | re.S)
         repo = re.search(r'^Repository\s*=\s*"([^"]+)"', urls[1], re.M) if urls else None
         deps = re.search(r"^dependencies\s*=\s*\[(.*?)\]", text, re.M | re.S)
-        return {"project": {
-            "urls": {"Repository": repo[1]} if repo else {},
-            "dependencies": re.findall(r'"([^"]+)"', deps[1]) if deps else [],
-        }}
+        return {
+            "project": {
+                "urls": {"Repository": repo[1]} if repo else {},
+                "dependencies": re.findall(r'"([^"]+)"', deps[1]) if deps else [],
+            }
+        }
     return tomllib.loads(text)
 
 
@@ -203,9 +207,9 @@ def setup_source(rel_path: str, course: Course) -> str:
         "",
         "    # Keep Colab's own PyTorch (built for its GPUs): first what Colab lacks, then the course package",
         "    # without its pinned dependencies; --no-warn-conflicts stops pip listing those pins as errors.",
-        "    pip = [sys.executable, \"-m\", \"pip\", \"install\", \"--quiet\", \"--no-warn-conflicts\"]",
+        '    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-warn-conflicts"]',
         f"    subprocess.run([*pip, {quoted}], check=True)",
-        f"    subprocess.run([*pip, \"--no-deps\", \"{course.pip_source()}\"], check=True)",
+        f'    subprocess.run([*pip, "--no-deps", "{course.pip_source()}"], check=True)',
         "    from google.colab import output",
         "",
         "    output.enable_custom_widget_manager()  # the attention explorers are ipywidgets",
@@ -262,7 +266,7 @@ def missing_figures(nb, rel_path: str, course: Course) -> list[str]:
             continue
         for match in MARKDOWN_IMAGE.finditer(_text(cell)):
             target = match[2]
-            path = target[len(ours):] if target.startswith(ours) else _figure_path(target, rel_path, course)
+            path = target[len(ours) :] if target.startswith(ours) else _figure_path(target, rel_path, course)
             if path and path.startswith(f"{FIGURES_DIR}/") and not (course.root / path).is_file():
                 missing.append(path)
     return missing
@@ -377,7 +381,9 @@ def main(argv: list[str] | None = None) -> int:
     rels = [p.relative_to(args.root).as_posix() for p in stale]
     if args.check:
         if rels:
-            print("Colab cells out of sync (run python -m transformer_lessons.authoring.colab):\n  " + "\n  ".join(rels))
+            print(
+                "Colab cells out of sync (run python -m transformer_lessons.authoring.colab):\n  " + "\n  ".join(rels)
+            )
             return 1
         print("colab: every notebook is in sync")
         return 0

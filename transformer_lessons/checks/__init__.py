@@ -67,7 +67,12 @@ from transformer_lessons.checks.embeddings import check_embedding_scale, check_l
 from transformer_lessons.checks.encoder_decoder import check_decoder_layer, check_encoder_layer
 from transformer_lessons.checks.kv_cache import check_append_kv, check_reorder_kv
 from transformer_lessons.checks.layers import check_feed_forward, check_layer_norm
-from transformer_lessons.checks.masks import check_causal_mask, check_mask_inversion, check_padding_mask, check_target_mask
+from transformer_lessons.checks.masks import (
+    check_causal_mask,
+    check_mask_inversion,
+    check_padding_mask,
+    check_target_mask,
+)
 from transformer_lessons.checks.positional import check_positional_encoding
 from transformer_lessons.checks.schedule import check_noam_rate
 from transformer_lessons.checks.training import check_label_smoothing_loss, check_train_step

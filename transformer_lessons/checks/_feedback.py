@@ -60,13 +60,19 @@ def render(message: str) -> list[str]:
         if len(indent) >= 4:  # code: wrapping it would break it
             lines.append(indent + text)
             continue
-        wrapped = textwrap.wrap(text, _WIDTH, initial_indent=indent, subsequent_indent=indent + "  ",
-                                break_long_words=False, break_on_hyphens=False) or [indent]
+        wrapped = textwrap.wrap(
+            text,
+            _WIDTH,
+            initial_indent=indent,
+            subsequent_indent=indent + "  ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        ) or [indent]
         lines += wrapped
     # Bold for the exercise's name, red for every line (each line coloured on its own: a renderer may split them).
     first = lines[0]
     if first.startswith(head):
-        first = f"{_BOLD}{head}{_RESET}{_RED}{first[len(head):]}"
+        first = f"{_BOLD}{head}{_RESET}{_RED}{first[len(head) :]}"
     return [f"{_RED}{first}{_RESET}"] + [f"{_RED}{line}{_RESET}" for line in lines[1:]]
 
 
@@ -114,7 +120,10 @@ def is_stub(error: NotImplementedError) -> bool:
 
 def is_missing_forward(error: NotImplementedError) -> bool:
     """nn.Module's placeholder raised it: the learner's class has no ``forward`` method."""
-    return error.__traceback__ is not None and _last(error.__traceback__).tb_frame.f_code.co_name == "_forward_unimplemented"
+    return (
+        error.__traceback__ is not None
+        and _last(error.__traceback__).tb_frame.f_code.co_name == "_forward_unimplemented"
+    )
 
 
 def where_in_learner_code(error: BaseException) -> str:
@@ -145,8 +154,11 @@ def still_checking(name: str) -> Iterator[None]:
     def tick() -> None:
         wait = _SLOW_AFTER_S
         while not stop.wait(wait):
-            print(f"… still checking {name} ({time.monotonic() - start:.0f} s): your code is slow, or stuck in a "
-                  "loop? Interrupt the kernel (■) to stop it", flush=True)
+            print(
+                f"… still checking {name} ({time.monotonic() - start:.0f} s): your code is slow, or stuck in a "
+                "loop? Interrupt the kernel (■) to stop it",
+                flush=True,
+            )
             wait = _SLOW_EVERY_S
 
     # copy_context: in Jupyter the thread's prints then go to the cell that runs the check.

@@ -75,58 +75,92 @@ def _sdpa_bugs(q, k, v, mask=None) -> list[Bug]:
     slips: list[Slip] = []
     if mask is not None:
         slips += [
-            Slip("your mask has no effect: masked_fill returns a NEW tensor, which must be assigned back to the "
-                 "scores[[: scores = scores.masked_fill(~mask, float('-inf'))]]. (This bug made one published tutorial's model "
-                 "answer 'pool pool pool'.)", {"mask": None}),
-            Slip("your mask is inverted: True means 'may attend', so fill the scores where the mask is False"
-                 "[[: scores.masked_fill(~mask, float('-inf')) (or mask == 0), not masked_fill(mask, ...)]]",
-                 {"mask_mode": "inverted"}),
-            Slip("you zeroed masked weights after the softmax, so the remaining weights no longer sum to 1: "
-                 "mask the scores with -inf BEFORE the softmax", {"mask_mode": "zero_after"}),
-            Slip("multiplying the scores by the mask gives masked keys a score of 0, which still gets weight: "
-                 "fill them with -inf instead, so that their weight is exactly 0"
-                 "[[: scores.masked_fill(~mask, float('-inf'))]]", {"mask_mode": "multiply"}),
+            Slip(
+                "your mask has no effect: masked_fill returns a NEW tensor, which must be assigned back to the "
+                "scores[[: scores = scores.masked_fill(~mask, float('-inf'))]]. (This bug made one published tutorial's model "
+                "answer 'pool pool pool'.)",
+                {"mask": None},
+            ),
+            Slip(
+                "your mask is inverted: True means 'may attend', so fill the scores where the mask is False"
+                "[[: scores.masked_fill(~mask, float('-inf')) (or mask == 0), not masked_fill(mask, ...)]]",
+                {"mask_mode": "inverted"},
+            ),
+            Slip(
+                "you zeroed masked weights after the softmax, so the remaining weights no longer sum to 1: "
+                "mask the scores with -inf BEFORE the softmax",
+                {"mask_mode": "zero_after"},
+            ),
+            Slip(
+                "multiplying the scores by the mask gives masked keys a score of 0, which still gets weight: "
+                "fill them with -inf instead, so that their weight is exactly 0"
+                "[[: scores.masked_fill(~mask, float('-inf'))]]",
+                {"mask_mode": "multiply"},
+            ),
         ]
     slips += [
-        Slip("did you forget to divide the scores by sqrt(d_k)?[[ softmax(query @ key.transpose(-2, -1) / math.sqrt(d_k))]]",
-             {"scale": 1.0}),
+        Slip(
+            "did you forget to divide the scores by sqrt(d_k)?[[ softmax(query @ key.transpose(-2, -1) / math.sqrt(d_k))]]",
+            {"scale": 1.0},
+        ),
         Slip(f"you divided the scores by d_k = {d_k} instead of sqrt(d_k) = {math.sqrt(d_k):.3g}", {"scale": 1 / d_k}),
         Slip("you multiplied the scores by sqrt(d_k); divide them by it instead", {"scale": math.sqrt(d_k)}),
     ]
     # sqrt of the size of another axis (query.size(0), key.size(1), ...) instead of the last one.
     other_sizes = sorted({n for n in (*q.shape[:-1], *k.shape[:-1], v.size(-1)) if n not in (1, d_k)})
     slips += [
-        Slip(f"d_k is the size of the LAST axis of query and key, {d_k}; you divided by "
-             f"sqrt({n}), the size of another axis[[: d_k = query.size(-1)]]", {"scale": 1 / math.sqrt(n)})
+        Slip(
+            f"d_k is the size of the LAST axis of query and key, {d_k}; you divided by "
+            f"sqrt({n}), the size of another axis[[: d_k = query.size(-1)]]",
+            {"scale": 1 / math.sqrt(n)},
+        )
         for n in other_sizes
     ]
     slips += [
-        Slip("the softmax runs over the wrong axis (the queries): it must run over the keys, the last "
-             "axis, so that each query's weights sum to 1[[: softmax(dim=-1)]]", {"dim": -2}),
-        Slip("the softmax runs over the wrong axis (the batch): it must run over the keys, the last axis[[: softmax(dim=-1)]]", {"dim": 0}),
+        Slip(
+            "the softmax runs over the wrong axis (the queries): it must run over the keys, the last "
+            "axis, so that each query's weights sum to 1[[: softmax(dim=-1)]]",
+            {"dim": -2},
+        ),
+        Slip(
+            "the softmax runs over the wrong axis (the batch): it must run over the keys, the last axis[[: softmax(dim=-1)]]",
+            {"dim": 0},
+        ),
     ]
 
     def masked(s):
         return s if mask is None else s.masked_fill(~mask, NEG)
 
     others: list[Bug] = [
-        ("the weights you return are the scores BEFORE the softmax: return the softmax probabilities",
-         lambda: (_attention(q, k, v, mask)[0], masked(scores / math.sqrt(d_k)))),
-        ("the output uses the scores instead of the softmax weights[[: output = weights @ value]]",
-         lambda: (masked(scores / math.sqrt(d_k)) @ v, _attention(q, k, v, mask)[1])),
+        (
+            "the weights you return are the scores BEFORE the softmax: return the softmax probabilities",
+            lambda: (_attention(q, k, v, mask)[0], masked(scores / math.sqrt(d_k))),
+        ),
+        (
+            "the output uses the scores instead of the softmax weights[[: output = weights @ value]]",
+            lambda: (masked(scores / math.sqrt(d_k)) @ v, _attention(q, k, v, mask)[1]),
+        ),
     ]
     # Matmul orders that only run when T == S and d_k == d_v (the square diagnosis run).
     weights = _attention(q, k, v, mask)[1]
     others += [
-        ("output should be weights @ value, (..., T, S) @ (..., S, d_v); you multiplied value @ weights",
-         lambda: (v @ weights, weights)),
-        ("output should be weights @ value; you used the transposed weights",
-         lambda: (weights.transpose(-2, -1) @ v, weights)),
-        ("the scores should have one row per query (the queries times the transposed keys); you multiplied the keys by "
-         "the transposed queries[[: scores = query @ key.transpose(-2, -1)]]",
-         lambda: _attention(k, q, v, mask.transpose(-2, -1) if mask is not None else None)),
-        ("did you forget to transpose the key?[[ scores = query @ key.transpose(-2, -1)]]",
-         lambda: (((q @ k) / math.sqrt(d_k)).softmax(-1) @ v, ((q @ k) / math.sqrt(d_k)).softmax(-1))),
+        (
+            "output should be weights @ value, (..., T, S) @ (..., S, d_v); you multiplied value @ weights",
+            lambda: (v @ weights, weights),
+        ),
+        (
+            "output should be weights @ value; you used the transposed weights",
+            lambda: (weights.transpose(-2, -1) @ v, weights),
+        ),
+        (
+            "the scores should have one row per query (the queries times the transposed keys); you multiplied the keys by "
+            "the transposed queries[[: scores = query @ key.transpose(-2, -1)]]",
+            lambda: _attention(k, q, v, mask.transpose(-2, -1) if mask is not None else None),
+        ),
+        (
+            "did you forget to transpose the key?[[ scores = query @ key.transpose(-2, -1)]]",
+            lambda: (((q @ k) / math.sqrt(d_k)).softmax(-1) @ v, ((q @ k) / math.sqrt(d_k)).softmax(-1)),
+        ),
     ]
     return slip_bugs(simulate, slips, others=others)
 
@@ -148,10 +182,24 @@ def _unpack_attention(
             f"weights have shape {shape_of(weights)} = (..., S, T) but should be {w_shape} = (..., T, S), one row per "
             "query[[: scores = query @ key.transpose(-2, -1)]]"
         )
-    output = expect_tensor(result[0], "output", out_shape, dtype, nan_hint=MASK_NAN_HINT, finite=finite,
-                            shape_hint="output = weights @ value, (..., T, S) @ (..., S, d_v)")
-    weights = expect_tensor(weights, "weights", w_shape, dtype, nan_hint=MASK_NAN_HINT, finite=finite,
-                             shape_hint="weights = softmax(scores), one row per query: (..., T, S)")
+    output = expect_tensor(
+        result[0],
+        "output",
+        out_shape,
+        dtype,
+        nan_hint=MASK_NAN_HINT,
+        finite=finite,
+        shape_hint="output = weights @ value, (..., T, S) @ (..., S, d_v)",
+    )
+    weights = expect_tensor(
+        weights,
+        "weights",
+        w_shape,
+        dtype,
+        nan_hint=MASK_NAN_HINT,
+        finite=finite,
+        shape_hint="weights = softmax(scores), one row per query: (..., T, S)",
+    )
     return output, weights
 
 
@@ -176,11 +224,15 @@ def _check_attention_case(fn, q, k, v, mask=None) -> None:
     leaked = weights.masked_select(~mask.expand_as(weights)).abs().max().item() if mask is not None else 0.0
     advice = ""
     if not torch.allclose(sums, torch.ones_like(sums), atol=1e-4):
-        advice = (f"Each row of the weights should sum to 1 (softmax over dim=-1), but yours sum to "
-                  f"{sums.min().item():.3g}..{sums.max().item():.3g}")
+        advice = (
+            f"Each row of the weights should sum to 1 (softmax over dim=-1), but yours sum to "
+            f"{sums.min().item():.3g}..{sums.max().item():.3g}"
+        )
     elif leaked > 1e-6:
-        advice = (f"Masked keys should get exactly zero weight, yours get up to {leaked:.3g}: fill their scores "
-                  "with float('-inf') before the softmax")
+        advice = (
+            f"Masked keys should get exactly zero weight, yours get up to {leaked:.3g}: fill their scores "
+            "with float('-inf') before the softmax"
+        )
     diagnose((output, weights), (expected_output, expected_weights), bugs, "(output, weights)", advice)
 
 
@@ -203,21 +255,31 @@ def _blocked_query(fn) -> str:
     reference_weights = _attention(q, k, v, mask)[1].masked_fill(blocked[..., None], 0.0)
     rows = ~blocked
     if not (torch.isfinite(output[rows]).all() and torch.isfinite(weights[rows]).all()):
-        raise known_bug("with one query whose keys are all blocked, NaN or inf reached the OTHER queries' rows too: "
-                         "whatever that query gets must stay in its own row")
-    diagnose((output[rows], weights[rows]), (reference_output[rows], reference_weights[rows]), [],
-              "(output, weights) of the queries that may attend somewhere, next to a query whose keys are all blocked")
+        raise known_bug(
+            "with one query whose keys are all blocked, NaN or inf reached the OTHER queries' rows too: "
+            "whatever that query gets must stay in its own row"
+        )
+    diagnose(
+        (output[rows], weights[rows]),
+        (reference_output[rows], reference_weights[rows]),
+        [],
+        "(output, weights) of the queries that may attend somewhere, next to a query whose keys are all blocked",
+    )
     row_w, row_out = weights[blocked], output[blocked]  # (1, S), (1, d_v)
     if torch.equal(row_w, torch.zeros_like(row_w)) and torch.allclose(row_out, torch.zeros_like(row_out)):
         return ""
     if row_w.isnan().all() and row_out.isnan().all():
-        return ("; a query whose keys are all blocked gets NaN from yours (0/0 in the softmax) where the reference "
-                "gives a row of zeros: accepted, as no mask of this course blocks a whole row, see notebook 01")
+        return (
+            "; a query whose keys are all blocked gets NaN from yours (0/0 in the softmax) where the reference "
+            "gives a row of zeros: accepted, as no mask of this course blocks a whole row, see notebook 01"
+        )
     uniform = torch.full_like(row_w, 1 / row_w.size(-1))
     if torch.allclose(row_w, uniform, atol=1e-6) and torch.allclose(row_out, v[0].mean(0, keepdim=True), atol=1e-5):
-        return ("; a query whose keys are all blocked gets equal weights on every key from yours (a finite fill such "
-                "as -1e9) where the reference gives a row of zeros: accepted, as no mask of this course blocks a whole "
-                "row, see notebook 01")
+        return (
+            "; a query whose keys are all blocked gets equal weights on every key from yours (a finite fill such "
+            "as -1e9) where the reference gives a row of zeros: accepted, as no mask of this course blocks a whole "
+            "row, see notebook 01"
+        )
     raise known_bug(
         f"a query whose keys are all blocked gets the weights {[round(w, 4) for w in row_w[0].tolist()]} from yours. "
         "It has nothing it may attend to: the reference gives it a row of zeros (NaN, the 0/0 of a softmax over "
@@ -298,7 +360,21 @@ def check_scaled_dot_product_attention(fn: Callable[..., tuple[torch.Tensor, tor
 # --- multi-head attention ------------------------------------------------------------
 
 
-def _mha(m, n_heads, query, key, value, mask=None, *, scale=None, split="ok", concat="ok", w_o=True, mask_mode="ok", inputs="ok"):
+def _mha(
+    m,
+    n_heads,
+    query,
+    key,
+    value,
+    mask=None,
+    *,
+    scale=None,
+    split="ok",
+    concat="ok",
+    w_o=True,
+    mask_mode="ok",
+    inputs="ok",
+):
     """Multi-head attention from the learner's four Linear layers, with knobs that reproduce the common bugs."""
     B, T, D = query.shape
     Dh = D // n_heads
@@ -350,32 +426,55 @@ def _torch_mha(m, n_heads, query, key, value, mask=None) -> torch.Tensor:
 def _mha_bugs(m: nn.Module, H: int, q, k, v, mask) -> list[Bug]:
     """The common multi-head attention bugs on these inputs, alone and two at a time: each hint, and what it returns."""
     D = q.size(-1)
-    split = ("the heads are split wrongly: viewing the projections as (B, H, L, d_head) mixes positions across heads. "
-             "Split the LAST axis into (H, d_head), then move the heads axis forward"
-             "[[: x.view(B, L, H, d_head).transpose(1, 2)]]")
+    split = (
+        "the heads are split wrongly: viewing the projections as (B, H, L, d_head) mixes positions across heads. "
+        "Split the LAST axis into (H, d_head), then move the heads axis forward"
+        "[[: x.view(B, L, H, d_head).transpose(1, 2)]]"
+    )
     slips = [
-        Slip("did you forget to divide the scores by sqrt(d_head)? "
-             "[[ Each head's scores are q @ k.transpose(-2, -1) / math.sqrt(d_head)]]", {"scale": 1.0}),
-        Slip(f"divide each head's scores by sqrt(d_head) = sqrt(d_model / n_heads) = {math.sqrt(D // H):.3g}, "
-             f"not sqrt(d_model) = {math.sqrt(D):.3g}", {"scale": 1 / math.sqrt(D)}),
+        Slip(
+            "did you forget to divide the scores by sqrt(d_head)? "
+            "[[ Each head's scores are q @ k.transpose(-2, -1) / math.sqrt(d_head)]]",
+            {"scale": 1.0},
+        ),
+        Slip(
+            f"divide each head's scores by sqrt(d_head) = sqrt(d_model / n_heads) = {math.sqrt(D // H):.3g}, "
+            f"not sqrt(d_model) = {math.sqrt(D):.3g}",
+            {"scale": 1 / math.sqrt(D)},
+        ),
         Slip(f"divide by sqrt(d_head) = {math.sqrt(D // H):.3g}, not d_head = {D // H}", {"scale": 1 / (D // H)}),
         Slip(split, {"split": "view", "concat": "no_transpose"}),
         Slip(split, {"split": "view"}),
-        Slip("the heads are concatenated wrongly: transpose (B, H, T, d_head) back to (B, T, H, d_head) BEFORE "
-             "reshaping to (B, T, d_model)[[: out.transpose(1, 2).reshape(B, T, d_model)]]", {"concat": "no_transpose"}),
-        Slip("the heads are concatenated in the wrong order: each position's vector is head 0's d_head values, "
-             "then head 1's, ...[[: out.transpose(1, 2).reshape(B, T, d_model)]]", {"concat": "heads_last"}),
-        Slip("the output projection w_o is missing: apply it to the concatenated heads"
-             "[[: return self.w_o(concatenated heads)]]", {"w_o": False}),
-        Slip("forward uses the query for keys and values: project key with w_k and value with w_v", {"inputs": "query"}),
+        Slip(
+            "the heads are concatenated wrongly: transpose (B, H, T, d_head) back to (B, T, H, d_head) BEFORE "
+            "reshaping to (B, T, d_model)[[: out.transpose(1, 2).reshape(B, T, d_model)]]",
+            {"concat": "no_transpose"},
+        ),
+        Slip(
+            "the heads are concatenated in the wrong order: each position's vector is head 0's d_head values, "
+            "then head 1's, ...[[: out.transpose(1, 2).reshape(B, T, d_model)]]",
+            {"concat": "heads_last"},
+        ),
+        Slip(
+            "the output projection w_o is missing: apply it to the concatenated heads"
+            "[[: return self.w_o(concatenated heads)]]",
+            {"w_o": False},
+        ),
+        Slip(
+            "forward uses the query for keys and values: project key with w_k and value with w_v", {"inputs": "query"}
+        ),
         Slip("keys and values are swapped: keys come from w_k(key), values from w_v(value)", {"inputs": "swap"}),
     ]
     if mask is not None:
         slips[:0] = [
-            Slip("the mask is ignored: pass it on to the attention, where scores are filled with -inf where it is False",
-                 {"mask_mode": "ignore"}),
-            Slip("the mask is inverted: True means 'may attend'; fill the scores where the mask is False",
-                 {"mask_mode": "inverted"}),
+            Slip(
+                "the mask is ignored: pass it on to the attention, where scores are filled with -inf where it is False",
+                {"mask_mode": "ignore"},
+            ),
+            Slip(
+                "the mask is inverted: True means 'may attend'; fill the scores where the mask is False",
+                {"mask_mode": "inverted"},
+            ),
         ]
     return slip_bugs(functools.partial(_mha, m, H, q, k, v, mask), slips)
 
@@ -421,8 +520,10 @@ def check_multi_head_attention(cls: Callable[..., nn.Module]) -> str:
     # T != S and key != value, so mixing up lengths or inputs shows.
     cases = [
         ("cross-attention without a mask", (torch.randn(B, T, D), torch.randn(B, S, D), torch.randn(B, S, D), None)),
-        ("cross-attention with a padding mask (B, 1, 1, S)",
-         (torch.randn(B, T, D), torch.randn(B, S, D), torch.randn(B, S, D), pad[:, None, None, :])),
+        (
+            "cross-attention with a padding mask (B, 1, 1, S)",
+            (torch.randn(B, T, D), torch.randn(B, S, D), torch.randn(B, S, D), pad[:, None, None, :]),
+        ),
         ("self-attention with a causal mask (T, T)", (x, x, x, causal)),
     ]
     for case, (q, k, v, mask) in cases:
@@ -431,12 +532,29 @@ def check_multi_head_attention(cls: Callable[..., nn.Module]) -> str:
         args = (q, k, v) if mask is None else (q, k, v, mask)
         out = call_in_eval(m, *args)
         expect_unchanged(originals, inputs)
-        out = expect_tensor(out, "the output", (B, T, D), q.dtype, nan_hint=MASK_NAN_HINT,
-                             shape_hint="one d_model vector per query: (B, T, d_model)")
-        diagnose(out, _torch_mha(m, H, q, k, v, mask), _mha_bugs(m, H, q, k, v, mask), f"the output ({case})",
-                  "compare with nn.MultiheadAttention holding your weights")
-    expect_dropout(m, lambda: build_module(cls, (D, H, 0.0), "cls(d_model, n_heads, dropout)"), args, out,
-                    "to the attention weights, after the softmax")
-    return ("shapes, values against nn.MultiheadAttention with your weights, padding and causal masks, inputs "
-            "unchanged, dropout on in training only")
-
+        out = expect_tensor(
+            out,
+            "the output",
+            (B, T, D),
+            q.dtype,
+            nan_hint=MASK_NAN_HINT,
+            shape_hint="one d_model vector per query: (B, T, d_model)",
+        )
+        diagnose(
+            out,
+            _torch_mha(m, H, q, k, v, mask),
+            _mha_bugs(m, H, q, k, v, mask),
+            f"the output ({case})",
+            "compare with nn.MultiheadAttention holding your weights",
+        )
+    expect_dropout(
+        m,
+        lambda: build_module(cls, (D, H, 0.0), "cls(d_model, n_heads, dropout)"),
+        args,
+        out,
+        "to the attention weights, after the softmax",
+    )
+    return (
+        "shapes, values against nn.MultiheadAttention with your weights, padding and causal masks, inputs "
+        "unchanged, dropout on in training only"
+    )

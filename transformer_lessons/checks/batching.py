@@ -32,13 +32,23 @@ def _reference(lengths: Sequence[int], max_tokens: int) -> Batches:
     return TokenBatcher(pairs, max_tokens, pad_id=0, bos_id=1, eos_id=2, shuffle=False).batch_indices()
 
 
-def _greedy(lengths: Sequence[int], max_tokens: int, *, order: str = "shortest", cost: str = "padded",
-            strict: bool = False, drop_last: bool = False, drop_long: bool = False) -> Batches:
+def _greedy(
+    lengths: Sequence[int],
+    max_tokens: int,
+    *,
+    order: str = "shortest",
+    cost: str = "padded",
+    strict: bool = False,
+    drop_last: bool = False,
+    drop_long: bool = False,
+) -> Batches:
     """The greedy cut with knobs that reproduce the common bugs (defaults: TokenBatcher's rule)."""
     n = len(lengths)
-    indices = {"shortest": sorted(range(n), key=lengths.__getitem__),
-               "longest": sorted(range(n), key=lengths.__getitem__, reverse=True),
-               "input": list(range(n))}[order]
+    indices = {
+        "shortest": sorted(range(n), key=lengths.__getitem__),
+        "longest": sorted(range(n), key=lengths.__getitem__, reverse=True),
+        "input": list(range(n)),
+    }[order]
     if drop_long:
         indices = [i for i in indices if lengths[i] <= max_tokens]
     batches: Batches = []
@@ -46,10 +56,12 @@ def _greedy(lengths: Sequence[int], max_tokens: int, *, order: str = "shortest",
     for i in indices:
         grown = batch + [i]
         longest = max(lengths[j] for j in grown)
-        size = {"padded": len(grown) * longest,  # rows x longest row: what the padded tensor holds
-                "tokens": sum(lengths[j] for j in grown),  # bug: the padding is not counted
-                "rows_before": len(batch) * longest,  # bug: the new row is not counted
-                "longest_before": len(grown) * max((lengths[j] for j in batch), default=lengths[i])}[cost]
+        size = {
+            "padded": len(grown) * longest,  # rows x longest row: what the padded tensor holds
+            "tokens": sum(lengths[j] for j in grown),  # bug: the padding is not counted
+            "rows_before": len(batch) * longest,  # bug: the new row is not counted
+            "longest_before": len(grown) * max((lengths[j] for j in batch), default=lengths[i]),
+        }[cost]
         fits = size < max_tokens if strict else size <= max_tokens
         if batch and not fits:
             batches.append(batch)
@@ -74,14 +86,18 @@ def _as_batches(value: Any) -> Batches:
     if value is None:
         raise ExerciseError(NO_RETURN)
     if not isinstance(value, (list, tuple)):
-        raise ExerciseError(f"return a list of batches, each a list of indices into `lengths`; got {type(value).__name__}")
+        raise ExerciseError(
+            f"return a list of batches, each a list of indices into `lengths`; got {type(value).__name__}"
+        )
     batches = []
     for k, batch in enumerate(value):
         if isinstance(batch, torch.Tensor):
             batch = batch.tolist()
         if not isinstance(batch, (list, tuple)):
-            raise ExerciseError(f"batch {k} should be a list of indices, got {type(batch).__name__}: return a list "
-                                "of lists, e.g. [[3, 0], [2, 1, 4]]")
+            raise ExerciseError(
+                f"batch {k} should be a list of indices, got {type(batch).__name__}: return a list "
+                "of lists, e.g. [[3, 0], [2, 1, 4]]"
+            )
         if not all(isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in batch):
             raise ExerciseError(f"batch {k} should hold int indices into `lengths`, got {list(batch)[:6]}")
         batches.append([int(i) for i in batch])
@@ -90,26 +106,42 @@ def _as_batches(value: Any) -> Batches:
 
 # What each common mistake looks like, and what _greedy does to reproduce it.
 _BUGS = [
-    ("the last batch is missing: after the loop, append the batch still being filled (if it is not empty)",
-     dict(drop_last=True)),
-    ("you counted the tokens (the sum of the lengths), but a batch is padded to its longest member: its size is "
-     "its number of rows times its longest length. Count the size the batch would have with i, before adding i"
-     "[[: (len(batch) + 1) * max(longest, lengths[i]) <= max_tokens]]",
-     dict(cost="tokens")),
-    ("off by one: a batch whose padded size EQUALS max_tokens fits (<=); you cut it with <",
-     dict(strict=True)),
-    ("sort the indices by length first, shortest first[[: sorted(range(len(lengths)), key=lambda i: lengths[i])]]. "
-     "Cut in input order, short sentences share batches with long ones and are padded to their width",
-     dict(order="input")),
-    ("sort shortest first, as TokenBatcher does (you sorted "
-     "longest first, which cuts the batches elsewhere)[[: sorted(range(len(lengths)), key=lambda i: lengths[i])]]", dict(order="longest")),
-    ("count the new row too: adding index i makes the batch one row longer, each row as wide as the longest"
-     "[[: (len(batch) + 1) * longest]]",
-     dict(cost="rows_before")),
-    ("count the new item's length: the batch becomes as wide as the longer of its longest so far and the new one; "
-     "check the size BEFORE adding it[[: (len(batch) + 1) * max(longest, lengths[i]) <= max_tokens]]", dict(cost="longest_before")),
-    ("a sequence longer than max_tokens still goes in, alone: when the batch is empty, add the index whatever its "
-     "length (dropping it would lose training data)", dict(drop_long=True)),
+    (
+        "the last batch is missing: after the loop, append the batch still being filled (if it is not empty)",
+        dict(drop_last=True),
+    ),
+    (
+        "you counted the tokens (the sum of the lengths), but a batch is padded to its longest member: its size is "
+        "its number of rows times its longest length. Count the size the batch would have with i, before adding i"
+        "[[: (len(batch) + 1) * max(longest, lengths[i]) <= max_tokens]]",
+        dict(cost="tokens"),
+    ),
+    ("off by one: a batch whose padded size EQUALS max_tokens fits (<=); you cut it with <", dict(strict=True)),
+    (
+        "sort the indices by length first, shortest first[[: sorted(range(len(lengths)), key=lambda i: lengths[i])]]. "
+        "Cut in input order, short sentences share batches with long ones and are padded to their width",
+        dict(order="input"),
+    ),
+    (
+        "sort shortest first, as TokenBatcher does (you sorted "
+        "longest first, which cuts the batches elsewhere)[[: sorted(range(len(lengths)), key=lambda i: lengths[i])]]",
+        dict(order="longest"),
+    ),
+    (
+        "count the new row too: adding index i makes the batch one row longer, each row as wide as the longest"
+        "[[: (len(batch) + 1) * longest]]",
+        dict(cost="rows_before"),
+    ),
+    (
+        "count the new item's length: the batch becomes as wide as the longer of its longest so far and the new one; "
+        "check the size BEFORE adding it[[: (len(batch) + 1) * max(longest, lengths[i]) <= max_tokens]]",
+        dict(cost="longest_before"),
+    ),
+    (
+        "a sequence longer than max_tokens still goes in, alone: when the batch is empty, add the index whatever its "
+        "length (dropping it would lose training data)",
+        dict(drop_long=True),
+    ),
 ]
 
 
@@ -117,38 +149,52 @@ def _diagnose_batches(batches: Batches, lengths: Sequence[int], max_tokens: int,
     """Raise the ExerciseError that best explains why ``batches`` differ from ``expected``."""
     n, want = len(lengths), _signature(lengths, expected)
     if sorted(tuple(sorted(batch)) for batch in batches) == want:
-        raise known_bug("your batches hold the LENGTHS; return the INDICES (positions in `lengths`) of the "
-                         "sequences in each batch")
+        raise known_bug(
+            "your batches hold the LENGTHS; return the INDICES (positions in `lengths`) of the sequences in each batch"
+        )
     flat = sorted(i for batch in batches for i in batch)
     if any(not 0 <= i < n for i in flat):
-        raise ExerciseError(f"index {next(i for i in flat if not 0 <= i < n)} is not a position in `lengths` "
-                            f"(0 .. {n - 1}): each batch holds indices into `lengths`")
+        raise ExerciseError(
+            f"index {next(i for i in flat if not 0 <= i < n)} is not a position in `lengths` "
+            f"(0 .. {n - 1}): each batch holds indices into `lengths`"
+        )
     for hint, knobs in _BUGS:
         simulated = _greedy(lengths, max_tokens, **knobs)
-        if _signature(lengths, simulated) != want and _signature(lengths, simulated) == _signature(lengths, batches) and (
-                sorted(i for batch in simulated for i in batch) == flat):
+        if (
+            _signature(lengths, simulated) != want
+            and _signature(lengths, simulated) == _signature(lengths, batches)
+            and (sorted(i for batch in simulated for i in batch) == flat)
+        ):
             raise known_bug(hint)
     twice = sorted({i for i in flat if flat.count(i) > 1})
     missing = sorted(set(range(n)) - set(flat))
     if twice:
-        raise known_bug(f"index {twice[0]} is in more than one batch: every index must be in exactly one. Start a new "
-                         "batch with the index that did not fit, after appending the full batch WITHOUT it")
+        raise known_bug(
+            f"index {twice[0]} is in more than one batch: every index must be in exactly one. Start a new "
+            "batch with the index that did not fit, after appending the full batch WITHOUT it"
+        )
     if missing:
-        raise known_bug(f"index {missing[0]} (length {lengths[missing[0]]}) is in no batch: every index must be in "
-                         "exactly one. When i does not fit, append the full batch, then start the next one WITH i")
+        raise known_bug(
+            f"index {missing[0]} (length {lengths[missing[0]]}) is in no batch: every index must be in "
+            "exactly one. When i does not fit, append the full batch, then start the next one WITH i"
+        )
     for batch in batches:
         size = len(batch) * max(lengths[i] for i in batch)
         if len(batch) > 1 and size > max_tokens:
             rows = f"{len(batch)} rows x longest {max(lengths[i] for i in batch)} = {size} > max_tokens = {max_tokens}"
             if sum(lengths[i] for i in batch) <= max_tokens:
-                raise known_bug(f"a batch's padded size is {rows}: you counted the tokens (the sum of the lengths), "
-                                 "but every row is padded to the longest; count rows times the longest length"
-                                 "[[: len(batch) * max(lengths in it)]]")
+                raise known_bug(
+                    f"a batch's padded size is {rows}: you counted the tokens (the sum of the lengths), "
+                    "but every row is padded to the longest; count rows times the longest length"
+                    "[[: len(batch) * max(lengths in it)]]"
+                )
             raise known_bug(f"a batch's padded size is {rows}: cut the batch before it grows past max_tokens")
     if _padded(lengths, batches) > _padded(lengths, expected):
-        raise known_bug(f"your batches hold {_padded(lengths, batches)} padded tokens, the rule's "
-                         f"{_padded(lengths, expected)}: sort the indices by length first, shortest first, so "
-                         "similar lengths share a batch")
+        raise known_bug(
+            f"your batches hold {_padded(lengths, batches)} padded tokens, the rule's "
+            f"{_padded(lengths, expected)}: sort the indices by length first, shortest first, so "
+            "similar lengths share a batch"
+        )
     got = _signature(lengths, batches)
     first = next((k for k, (g, w) in enumerate(zip(got, want)) if g != w), min(len(got), len(want)))
     raise ExerciseError(
@@ -166,8 +212,10 @@ def _cases() -> list[tuple[list[int], int]]:
     return [([3, 7, 2, 5, 5, 9, 4, 2, 6, 3, 12, 1, 11, 8, 4], 10), (many, 64), ([15, 20], 10), ([], 10)]
 
 
-@exercise("batch_by_tokens", "sort the indices by length and cut them greedily into batches of at most max_tokens "
-           "padded tokens")
+@exercise(
+    "batch_by_tokens",
+    "sort the indices by length and cut them greedily into batches of at most max_tokens padded tokens",
+)
 def check_batch_by_tokens(fn: Callable[[list[int], int], list[list[int]]]) -> str:
     """Check batching by tokens, the rule of :class:`~transformer_lessons.data.TokenBatcher` (§5.1).
 
@@ -194,16 +242,22 @@ def check_batch_by_tokens(fn: Callable[[list[int], int], list[list[int]]]) -> st
         given = list(lengths)
         batches = _as_batches(call_answer(fn, given, max_tokens, hint="batches = [[indices ...], ...]"))
         if given != lengths:
-            raise known_bug("your code changed `lengths` (lengths.sort()?), which loses which index has which "
-                             "length: sort the INDICES by length[[: sorted(range(len(lengths)), key=lambda i: lengths[i])]]")
+            raise known_bug(
+                "your code changed `lengths` (lengths.sort()?), which loses which index has which "
+                "length: sort the INDICES by length[[: sorted(range(len(lengths)), key=lambda i: lengths[i])]]"
+            )
         if any(not batch for batch in batches):
             where = f" for lengths={lengths}, max_tokens={max_tokens}" if len(lengths) < 16 else ""
-            raise known_bug(f"your answer has an empty batch{where}: when an index does not fit in an EMPTY batch "
-                             "(it alone is longer than max_tokens), add it anyway, a batch of its own; and append "
-                             "the last batch only if it is not empty")
+            raise known_bug(
+                f"your answer has an empty batch{where}: when an index does not fit in an EMPTY batch "
+                "(it alone is longer than max_tokens), add it anyway, a batch of its own; and append "
+                "the last batch only if it is not empty"
+            )
         expected = _reference(lengths, max_tokens)
         flat = sorted(i for batch in batches for i in batch)
         if flat != list(range(len(lengths))) or _signature(lengths, batches) != _signature(lengths, expected):
             _diagnose_batches(batches, lengths, max_tokens, expected)
-    return ("batches against data.TokenBatcher for 4 lists (a batch exactly at the budget, sequences over it, "
-            "none), every index once, lengths unchanged")
+    return (
+        "batches against data.TokenBatcher for 4 lists (a batch exactly at the budget, sequences over it, "
+        "none), every index once, lengths unchanged"
+    )

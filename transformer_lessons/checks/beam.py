@@ -33,7 +33,9 @@ _NEG_INF = float("-inf")
 
 def _best_candidates(scores: torch.Tensor, log_probs: torch.Tensor, K: int) -> tuple[torch.Tensor, ...]:
     """The K best of all K·V extensions, best first: ``(new_scores, parent, token)``, by listing and sorting them."""
-    candidates = [(float(scores[k] + log_probs[k, v]), k, v) for k in range(log_probs.size(0)) for v in range(log_probs.size(1))]
+    candidates = [
+        (float(scores[k] + log_probs[k, v]), k, v) for k in range(log_probs.size(0)) for v in range(log_probs.size(1))
+    ]
     best = sorted(candidates, key=lambda c: -c[0])[:K]
     return (torch.tensor([c[0] for c in best]), torch.tensor([c[1] for c in best]), torch.tensor([c[2] for c in best]))
 
@@ -65,7 +67,11 @@ def _beam_cases() -> list[tuple[torch.Tensor, torch.Tensor, int]]:
 
     return [
         (torch.tensor([-1.2, -1.9, -2.4, -4.0]), log_probs(4, 9), 4),  # a running beam: best prefix first
-        (torch.tensor([0.0, _NEG_INF, _NEG_INF]), log_probs(1, 8).expand(3, 8).clone(), 3),  # step 1: only <bos> is live
+        (
+            torch.tensor([0.0, _NEG_INF, _NEG_INF]),
+            log_probs(1, 8).expand(3, 8).clone(),
+            3,
+        ),  # step 1: only <bos> is live
         (torch.tensor([-0.7]), log_probs(1, 6), 1),  # K = 1 is greedy decoding
         (torch.tensor([-0.1, -6.0, -7.0]), log_probs(3, 5), 3),  # a strong prefix: every survivor extends it
     ]
@@ -74,19 +80,31 @@ def _beam_cases() -> list[tuple[torch.Tensor, torch.Tensor, int]]:
 def _beam_bugs(scores: torch.Tensor, log_probs: torch.Tensor, K: int) -> list[Bug]:
     """The known mistakes of one beam step, alone and two at a time: each hint, and what it returns."""
     slips = [
-        Slip("each prefix keeps its own best token (a top-1 per beam): the K survivors are the K best of ALL K·V "
-             "extensions, so a strong prefix may get several and a weak one none. Flatten the candidates before choosing"
-             "[[: cand.view(-1).topk(K)]]",
-             {"joint": False}),
-        Slip("the prefix scores are not added: a candidate's score is its prefix's score plus the token's "
-             "log-probability[[: cand = scores[:, None] + log_probs]]", {"add_prefix": False}),
-        Slip("parent and token are swapped: in the flattened (K·V,) candidates, index i is prefix i // V and token i % V",
-             {"swap": True}),
-        Slip("divide (and take the rest) by V, the vocabulary size: index i of the flattened (K, V) candidates is "
-             "prefix i // V, token i % V", {"divisor": K}),
-        Slip("your scores are probabilities: log-probabilities add (score + log p), they are not multiplied, and the "
-             "scores stay log-probabilities (probabilities of long sentences underflow to 0)",
-             {"combine": "multiply_probs"}),
+        Slip(
+            "each prefix keeps its own best token (a top-1 per beam): the K survivors are the K best of ALL K·V "
+            "extensions, so a strong prefix may get several and a weak one none. Flatten the candidates before choosing"
+            "[[: cand.view(-1).topk(K)]]",
+            {"joint": False},
+        ),
+        Slip(
+            "the prefix scores are not added: a candidate's score is its prefix's score plus the token's "
+            "log-probability[[: cand = scores[:, None] + log_probs]]",
+            {"add_prefix": False},
+        ),
+        Slip(
+            "parent and token are swapped: in the flattened (K·V,) candidates, index i is prefix i // V and token i % V",
+            {"swap": True},
+        ),
+        Slip(
+            "divide (and take the rest) by V, the vocabulary size: index i of the flattened (K, V) candidates is "
+            "prefix i // V, token i % V",
+            {"divisor": K},
+        ),
+        Slip(
+            "your scores are probabilities: log-probabilities add (score + log p), they are not multiplied, and the "
+            "scores stay log-probabilities (probabilities of long sentences underflow to 0)",
+            {"combine": "multiply_probs"},
+        ),
         Slip("log-probabilities add: score + log p, not score * log p", {"combine": "multiply_logs"}),
     ]
     return slip_bugs(functools.partial(_beam_variant, scores, log_probs, K), slips)
@@ -99,16 +117,19 @@ def _expect_step(got: Any, K: int, V: int) -> tuple[torch.Tensor, torch.Tensor, 
     if not isinstance(got, (tuple, list)) or len(got) != 3:
         raise ExerciseError("return three tensors, (new_scores, parent, token), each of shape (K,)")
     if any(isinstance(t, torch.Tensor) and t.dim() == 2 and t.size(0) == K and t.size(1) > 1 for t in got):
-        raise known_bug(f"your outputs are ({K}, ...) tables, one row per prefix: a topk per beam. The K survivors are "
-                         "the K best of ALL K·V extensions: flatten the candidates first[[: cand.view(-1).topk(K)]]")
+        raise known_bug(
+            f"your outputs are ({K}, ...) tables, one row per prefix: a topk per beam. The K survivors are "
+            "the K best of ALL K·V extensions: flatten the candidates first[[: cand.view(-1).topk(K)]]"
+        )
     hint = f"Each output has one entry per survivor: (K,) = ({K},)"
     new_scores = expect_tensor(got[0], "new_scores", shape=(K,), shape_hint=hint, finite=False)
     parent = expect_tensor(got[1], "parent", shape=(K,), shape_hint=hint)
     token = expect_tensor(got[2], "token", shape=(K,), shape_hint=hint)
     for name, t in (("parent", parent), ("token", token)):
         if t.is_floating_point() or t.dtype == torch.bool:
-            raise ExerciseError(f"{name} should hold indices (an integer dtype, torch.long), got {t.dtype}: "
-                                "use // and %, not /")
+            raise ExerciseError(
+                f"{name} should hold indices (an integer dtype, torch.long), got {t.dtype}: use // and %, not /"
+            )
     return new_scores, parent.long(), token.long()
 
 
@@ -156,10 +177,17 @@ def check_beam_step(fn: Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Te
         if not torch.equal(got[1] * V + got[2], expected[1] * V + expected[2]):
             same = sorted((got[1] * V + got[2]).tolist()) == sorted((expected[1] * V + expected[2]).tolist())
             if same:
-                raise known_bug("the right K survivors, in another order: return them best first (topk sorts them; "
-                                 "sorted=True is its default)")
-        diagnose(got, expected, _beam_bugs(scores, log_probs, K), "(new_scores, parent, token)",
-                  "expected the K best of all K·V candidates, each its prefix's score plus its log-probability"
-                  "[[: cand = scores[:, None] + log_probs; top, idx = cand.view(-1).topk(K); "
-                  "parent, token = idx // V, idx % V]]")
+                raise known_bug(
+                    "the right K survivors, in another order: return them best first (topk sorts them; "
+                    "sorted=True is its default)"
+                )
+        diagnose(
+            got,
+            expected,
+            _beam_bugs(scores, log_probs, K),
+            "(new_scores, parent, token)",
+            "expected the K best of all K·V candidates, each its prefix's score plus its log-probability"
+            "[[: cand = scores[:, None] + log_probs; top, idx = cand.view(-1).topk(K); "
+            "parent, token = idx // V, idx % V]]",
+        )
     return "a running beam, the first step, K = 1 and a strong prefix against a sorted list of all K·V candidates"

@@ -17,21 +17,36 @@ from typing import Any, Callable
 
 import torch
 
-from transformer_lessons.checks.common import NO_RETURN, ExerciseError, Slip, call_answer, exercise, known_bug, slip_pairs
+from transformer_lessons.checks.common import (
+    NO_RETURN,
+    ExerciseError,
+    Slip,
+    call_answer,
+    exercise,
+    known_bug,
+    slip_pairs,
+)
 
 # (hypothesis, reference, n): clipping (Papineni's "the the the ..."), all four orders, sentences shorter than n, empty.
 _PAPINENI = ("the the the the the the the".split(), "the cat is on the mat".split())
-_MP_CASES = [
-    (*_PAPINENI, 1),
-    (*_PAPINENI, 2),
-    ("a a a b b c".split(), "a a b c c d".split(), 1),
-] + [("the cat sat on the mat near the cat".split(), "the cat is on the mat near a cat".split(), n) for n in (1, 2, 3, 4)] + [
-    ("a dog runs".split(), "a dog runs".split(), 3),
-    ("a dog".split(), "a dog runs fast".split(), 3),  # shorter than n: no n-grams at all
-    ("a b c".split(), "a b".split(), 3),  # the reference is shorter than n
-    (["dog"], "a dog runs".split(), 4),  # 1 - 4 + 1 < 0: no n-grams, not a negative number
-    ([], "a dog runs".split(), 1),  # an empty output
-]
+_MP_CASES = (
+    [
+        (*_PAPINENI, 1),
+        (*_PAPINENI, 2),
+        ("a a a b b c".split(), "a a b c c d".split(), 1),
+    ]
+    + [
+        ("the cat sat on the mat near the cat".split(), "the cat is on the mat near a cat".split(), n)
+        for n in (1, 2, 3, 4)
+    ]
+    + [
+        ("a dog runs".split(), "a dog runs".split(), 3),
+        ("a dog".split(), "a dog runs fast".split(), 3),  # shorter than n: no n-grams at all
+        ("a b c".split(), "a b".split(), 3),  # the reference is shorter than n
+        (["dog"], "a dog runs".split(), 4),  # 1 - 4 + 1 < 0: no n-grams, not a negative number
+        ([], "a dog runs".split(), 1),  # an empty output
+    ]
+)
 
 
 def _reference_stats(hyp: list[str], ref: list[str], n: int) -> tuple[int, int]:
@@ -68,8 +83,10 @@ def _counts(value: Any) -> tuple[float, float]:
     if value is None:
         raise ExerciseError(NO_RETURN)
     if isinstance(value, (numbers.Real, torch.Tensor)) and not isinstance(value, bool):
-        raise known_bug("return the two counts (matches, total), not one number: BLEU sums each over the whole "
-                         "corpus before dividing, so a sentence's ratio cannot be used")
+        raise known_bug(
+            "return the two counts (matches, total), not one number: BLEU sums each over the whole "
+            "corpus before dividing, so a sentence's ratio cannot be used"
+        )
     if not isinstance(value, (tuple, list)) or len(value) != 2:
         raise ExerciseError(f"return a pair (matches, total), got {type(value).__name__}")
     out = []
@@ -82,19 +99,35 @@ def _counts(value: Any) -> tuple[float, float]:
 
 
 _MP_BUGS = [
-    ("the counts are not clipped: each hypothesis n-gram may match at most as often as it occurs in the reference, "
-     "min(count in hypothesis, count in reference). 'the the the the the the the' scores 2 of 7 against "
-     "'the cat is on the mat', not 7", dict(clip=False)),
-    ("you count distinct n-grams (a set): count every occurrence, clipped to the reference's count, "
-     "min(hyp_counts[g], ref_counts[g]) summed over the hypothesis's n-grams", dict(distinct=True)),
-    ("off by one: a sentence of L tokens has L - n + 1 n-grams, starting at i in range(L - n + 1); you stop one early",
-     dict(stop="n")),
-    ("n-grams shorter than n at the end: tokens[i:i + n] for i in range(L) gives short slices; start only at "
-     "i in range(L - n + 1)", dict(stop="len")),
-    ("n-grams run over the end of the sentence back to its start: a sentence of L tokens has only L - n + 1 n-grams",
-     dict(wrap=True)),
-    ("the total should count the hypothesis's n-grams (precision: how much of the output is right), not the "
-     "reference's", dict(denominator="ref")),
+    (
+        "the counts are not clipped: each hypothesis n-gram may match at most as often as it occurs in the reference, "
+        "min(count in hypothesis, count in reference). 'the the the the the the the' scores 2 of 7 against "
+        "'the cat is on the mat', not 7",
+        dict(clip=False),
+    ),
+    (
+        "you count distinct n-grams (a set): count every occurrence, clipped to the reference's count, "
+        "min(hyp_counts[g], ref_counts[g]) summed over the hypothesis's n-grams",
+        dict(distinct=True),
+    ),
+    (
+        "off by one: a sentence of L tokens has L - n + 1 n-grams, starting at i in range(L - n + 1); you stop one early",
+        dict(stop="n"),
+    ),
+    (
+        "n-grams shorter than n at the end: tokens[i:i + n] for i in range(L) gives short slices; start only at "
+        "i in range(L - n + 1)",
+        dict(stop="len"),
+    ),
+    (
+        "n-grams run over the end of the sentence back to its start: a sentence of L tokens has only L - n + 1 n-grams",
+        dict(wrap=True),
+    ),
+    (
+        "the total should count the hypothesis's n-grams (precision: how much of the output is right), not the "
+        "reference's",
+        dict(denominator="ref"),
+    ),
     ("a sentence shorter than n has no n-grams: the total is max(L - n + 1, 0), never negative", dict(clamp=False)),
 ]
 
@@ -144,7 +177,9 @@ def check_modified_precision(fn: Callable[..., tuple[int, int]]) -> str:
             f"for hypothesis {' '.join(hyp)!r}, reference {' '.join(ref)!r} and n = {n} the answer is "
             f"(matches, total) = {expected}, got {got}: the clipped count of the hypothesis's n-grams, and how many there are"
         )
-    return f"{len(_MP_CASES)} sentence pairs, n = 1 to 4, against sacreBLEU's counts, clipping, short and empty sentences"
+    return (
+        f"{len(_MP_CASES)} sentence pairs, n = 1 to 4, against sacreBLEU's counts, clipping, short and empty sentences"
+    )
 
 
 def _reference_bp(hyp_len: int, ref_len: int) -> float:
@@ -164,11 +199,19 @@ def _buggy_bp(c: int, r: int, *, ratio="r/c", always=False, sign=1) -> float:
 
 _BP_CASES = [(12, 10), (10, 10), (9, 10), (5, 10), (1, 7), (20, 31), (31, 20)]
 _BP_BUGS = [
-    ("the ratio is inverted: BP = exp(1 - r/c), reference length over hypothesis length (you used c/r)", dict(ratio="c/r")),
-    ("the penalty is applied to long hypotheses too: BP = 1 when c > r (longer outputs are already punished by "
-     "their precisions); exp(1 - r/c) only when c <= r", dict(always=True)),
-    ("the sign is flipped: BP = exp(1 - r/c), which is below 1 for a short hypothesis (you computed exp(r/c - 1))",
-     dict(sign=-1)),
+    (
+        "the ratio is inverted: BP = exp(1 - r/c), reference length over hypothesis length (you used c/r)",
+        dict(ratio="c/r"),
+    ),
+    (
+        "the penalty is applied to long hypotheses too: BP = 1 when c > r (longer outputs are already punished by "
+        "their precisions); exp(1 - r/c) only when c <= r",
+        dict(always=True),
+    ),
+    (
+        "the sign is flipped: BP = exp(1 - r/c), which is below 1 for a short hypothesis (you computed exp(r/c - 1))",
+        dict(sign=-1),
+    ),
 ]
 
 _BP_SLIPS = [*(Slip(hint, knobs) for hint, knobs in _BP_BUGS), *slip_pairs([Slip(h, k) for h, k in _BP_BUGS])]
@@ -221,11 +264,21 @@ def check_brevity_penalty(fn: Callable[[int, int], float]) -> str:
                 raise known_bug(hint)
         i = next(i for i, (g, e) in enumerate(zip(got, expected)) if not math.isclose(g, e, rel_tol=1e-6, abs_tol=1e-9))
         c, r = _BP_CASES[i]
-        raise ExerciseError(f"for hyp_len = {c}, ref_len = {r} the penalty is {expected[i]:.6g}, got {got[i]:.6g}: "
-                            "compare with §2.2.2 of the BLEU paper[[: BP = 1 if c > r, else exp(1 - r/c)]]")
-    empty = _bp_value(call_answer(fn, 0, 5, hint="an empty hypothesis (hyp_len = 0) gets BP = 0.0: return it before dividing by hyp_len"))
+        raise ExerciseError(
+            f"for hyp_len = {c}, ref_len = {r} the penalty is {expected[i]:.6g}, got {got[i]:.6g}: "
+            "compare with §2.2.2 of the BLEU paper[[: BP = 1 if c > r, else exp(1 - r/c)]]"
+        )
+    empty = _bp_value(
+        call_answer(
+            fn, 0, 5, hint="an empty hypothesis (hyp_len = 0) gets BP = 0.0: return it before dividing by hyp_len"
+        )
+    )
     if not math.isfinite(empty):
-        raise known_bug(f"for an empty hypothesis (hyp_len = 0) you return {empty}: return 0.0 before dividing by hyp_len")
+        raise known_bug(
+            f"for an empty hypothesis (hyp_len = 0) you return {empty}: return 0.0 before dividing by hyp_len"
+        )
     if empty != 0.0:
-        raise known_bug(f"an empty hypothesis (hyp_len = 0) gets BP = 0.0 (the limit of exp(1 - r/c) as c -> 0), got {empty:.6g}")
+        raise known_bug(
+            f"an empty hypothesis (hyp_len = 0) gets BP = 0.0 (the limit of exp(1 - r/c) as c -> 0), got {empty:.6g}"
+        )
     return f"{len(_BP_CASES)} length pairs, shorter, equal and longer, and an empty hypothesis against sacreBLEU's bp"

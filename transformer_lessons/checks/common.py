@@ -96,10 +96,14 @@ NEG = -1e9
 # What a check says when an answer is None: the function has no `return`.
 NO_RETURN = "your function returned None: did you forget a `return`?"
 # Where NaN comes from: in general, and where a softmax over masked scores is involved.
-_NAN_HINT = ("Look for a division by zero (or by a tiny number), a sqrt or log of a negative number or of zero, "
-             "or values so large they overflow")
-MASK_NAN_HINT = ("A softmax over a row whose scores are all -inf gives NaN: is a mask inverted (True must mean "
-                  "'may attend'), or an operation dividing by zero?")
+_NAN_HINT = (
+    "Look for a division by zero (or by a tiny number), a sqrt or log of a negative number or of zero, "
+    "or values so large they overflow"
+)
+MASK_NAN_HINT = (
+    "A softmax over a row whose scores are all -inf gives NaN: is a mask inverted (True must mean "
+    "'may attend'), or an operation dividing by zero?"
+)
 # The checks build modules with this much dropout, then require eval mode to switch it off.
 DROPOUT = 0.5
 _DROPOUT_IN_EVAL = (
@@ -176,12 +180,16 @@ def _expect_answer(answer: Any, name: str, takes: str) -> None:
     """The learner passed their function or class itself, not an instance or a result."""
     if takes == "class" and isinstance(answer, nn.Module):
         cls = type(answer).__name__
-        raise known_bug(f"pass the class, not an instance: check_{name}({cls}), not check_{name}({cls}(...)); "
-                         "the check builds its own instances with the sizes it needs")
+        raise known_bug(
+            f"pass the class, not an instance: check_{name}({cls}), not check_{name}({cls}(...)); "
+            "the check builds its own instances with the sizes it needs"
+        )
     if not callable(answer):
         thing = "class" if takes == "class" else "function"
-        raise known_bug(f"pass your {thing} itself, not what it returns: check_{name}(your_{thing}), without "
-                         f"parentheses after its name (got a {type(answer).__name__})")
+        raise known_bug(
+            f"pass your {thing} itself, not what it returns: check_{name}(your_{thing}), without "
+            f"parentheses after its name (got a {type(answer).__name__})"
+        )
 
 
 _TORCH_NOT_IMPLEMENTED = (
@@ -202,8 +210,10 @@ def call_answer(fn: Callable[..., Any], *args: Any, hint: str = "") -> Any:
         if _feedback.is_stub(error):
             raise _NotImplementedYet from error
         if _feedback.is_missing_forward(error):
-            raise ExerciseError("your class has no `forward` method: define forward(self, ...) inside the class "
-                                "(check its spelling and its indentation)") from error
+            raise ExerciseError(
+                "your class has no `forward` method: define forward(self, ...) inside the class "
+                "(check its spelling and its indentation)"
+            ) from error
         raise ExerciseError(describe_raised(error, _TORCH_NOT_IMPLEMENTED)) from error
     except ExerciseError:
         raise
@@ -249,8 +259,10 @@ def expect_tensor(
     if dtype is not None and value.dtype != dtype:
         message = f"{what} has the wrong dtype {value.dtype}: the inputs are {dtype} and it should keep their dtype"
         if value.dtype == torch.float64:
-            message += (". Did you build a tensor with torch.tensor(..., dtype=torch.float64) or .double(), or go "
-                        "through numpy (whose default float is float64)?")
+            message += (
+                ". Did you build a tensor with torch.tensor(..., dtype=torch.float64) or .double(), or go "
+                "through numpy (whose default float is float64)?"
+            )
         raise ExerciseError(message)
     if finite and value.is_floating_point() and not torch.isfinite(value).all():
         bad = ~torch.isfinite(value)
@@ -265,7 +277,11 @@ def expect_tensor(
 def all_close(got: Any, expected: Any, atol: float = ATOL) -> bool:
     """allclose for tensors and tuples of tensors; False on any shape difference."""
     if isinstance(expected, tuple):
-        return isinstance(got, tuple) and len(got) == len(expected) and all(all_close(g, e, atol) for g, e in zip(got, expected))
+        return (
+            isinstance(got, tuple)
+            and len(got) == len(expected)
+            and all(all_close(g, e, atol) for g, e in zip(got, expected))
+        )
     if not isinstance(got, torch.Tensor) or shape_of(got) != shape_of(expected):
         return False
     if expected.dtype == torch.bool or got.dtype == torch.bool:
@@ -325,14 +341,18 @@ def call_in_eval(module: nn.Module, *args: Any, hint: str = "") -> Any:
     first = call_answer(module, *args, hint=hint)
     if isinstance(first, torch.Tensor) and first.is_floating_point():
         second = call_answer(module, *copies, hint=hint)
-        if (isinstance(second, torch.Tensor) and second.shape == first.shape
-                and not torch.equal(first.nan_to_num(), second.nan_to_num())):
+        if (
+            isinstance(second, torch.Tensor)
+            and second.shape == first.shape
+            and not torch.equal(first.nan_to_num(), second.nan_to_num())
+        ):
             raise known_bug(_DROPOUT_IN_EVAL)
     return first
 
 
-def expect_dropout(module: nn.Module, zero: Callable[[], nn.Module], args: tuple, eval_out: torch.Tensor,
-                    where: str) -> None:
+def expect_dropout(
+    module: nn.Module, zero: Callable[[], nn.Module], args: tuple, eval_out: torch.Tensor, where: str
+) -> None:
     """In training mode, dropout (built with DROPOUT) changes the output; built with dropout=0.0 it does not.
 
     Args:
@@ -357,8 +377,15 @@ def expect_dropout(module: nn.Module, zero: Callable[[], nn.Module], args: tuple
     first, second = call_answer(unused, *args), call_answer(unused, *copies)
     if isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor) and not torch.equal(first, second):
         held = _own_dropouts(unused)
-        found = ("; it holds " + ", ".join(f"`{name}` with p={p:g}" for name, p in held.items())
-                 + ": a sub-module built without the dropout argument keeps its own default rate") if held else ""
+        found = (
+            (
+                "; it holds "
+                + ", ".join(f"`{name}` with p={p:g}" for name, p in held.items())
+                + ": a sub-module built without the dropout argument keeps its own default rate"
+            )
+            if held
+            else ""
+        )
         raise known_bug(
             f"built with dropout=0.0, your module still drops in training mode{found}. Is a rate hard-coded "
             "(nn.Dropout(0.1)), or not passed on? Use the dropout argument[[: self.dropout = nn.Dropout(dropout)]]"
@@ -409,8 +436,13 @@ def two_things(first: str, second: str) -> str:
     return f"two things differ, fix both:\n  1. {first}\n  2. {second}"
 
 
-def slip_bugs(simulate: Callable[..., Any], slips: Sequence[Slip], partners: Sequence[Slip] = (),
-               among: bool = True, others: Sequence[Bug] = ()) -> list[Bug]:
+def slip_bugs(
+    simulate: Callable[..., Any],
+    slips: Sequence[Slip],
+    partners: Sequence[Slip] = (),
+    among: bool = True,
+    others: Sequence[Bug] = (),
+) -> list[Bug]:
     """The bugs of :func:`diagnose` from slips: each alone, then each two at once ("two things differ").
 
     ``partners`` are differences the check found in what the learner built (their own
@@ -430,10 +462,16 @@ def slip_pairs(slips: Sequence[Slip], partners: Sequence[Slip] = (), among: bool
 
     For checks that compare numbers rather than tensors and run their own loop over slips.
     """
-    pairs = [*(itertools.combinations(slips, 2) if among else ()), *itertools.product(slips, partners),
-             *itertools.combinations(partners, 2)]
-    return [Slip(two_things(a.hint, b.hint), {**a.knobs, **b.knobs}) for a, b in pairs
-            if not a.knobs.keys() & b.knobs.keys()]
+    pairs = [
+        *(itertools.combinations(slips, 2) if among else ()),
+        *itertools.product(slips, partners),
+        *itertools.combinations(partners, 2),
+    ]
+    return [
+        Slip(two_things(a.hint, b.hint), {**a.knobs, **b.knobs})
+        for a, b in pairs
+        if not a.knobs.keys() & b.knobs.keys()
+    ]
 
 
 def own_number(module: Any, names: Sequence[str]) -> float | None:
@@ -457,5 +495,8 @@ def own_default(cls: Callable[..., Any], argument: str) -> float | None:
 
 def _own_dropouts(module: nn.Module) -> dict[str, float]:
     """The dropout rates the learner's module holds, by sub-module name (nn.Dropout only: F.dropout is invisible)."""
-    return {name or "(the module itself)": float(sub.p) for name, sub in module.named_modules()
-            if isinstance(sub, nn.Dropout) and sub.p > 0}
+    return {
+        name or "(the module itself)": float(sub.p)
+        for name, sub in module.named_modules()
+        if isinstance(sub, nn.Dropout) and sub.p > 0
+    }

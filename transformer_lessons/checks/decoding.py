@@ -44,13 +44,17 @@ _DEC_VOCAB = 10
 _DEC_MAX_LEN = 9  # short enough that two of the six test sources are cut off without <eos>
 
 
-def _copy_pairs(n: int, generator: torch.Generator, shortest: int = 2, longest: int = 7) -> list[tuple[list[int], list[int]]]:
+def _copy_pairs(
+    n: int, generator: torch.Generator, shortest: int = 2, longest: int = 7
+) -> list[tuple[list[int], list[int]]]:
     """``n`` random symbol sequences of ``shortest`` to ``longest`` symbols, each paired with itself (no specials).
 
     Copy data: the target is the source. :func:`_copy_batch` adds <bos>, <eos> and padding.
     """
     lengths = torch.randint(shortest, longest + 1, (n,), generator=generator).tolist()
-    symbols = [torch.randint(_DEC_FIRST_SYMBOL, _DEC_VOCAB, (length,), generator=generator).tolist() for length in lengths]
+    symbols = [
+        torch.randint(_DEC_FIRST_SYMBOL, _DEC_VOCAB, (length,), generator=generator).tolist() for length in lengths
+    ]
     return [(s, s) for s in symbols]
 
 
@@ -88,8 +92,20 @@ def _decoding_cases() -> list[tuple[torch.Tensor, torch.Tensor, int]]:
     return [(batch.src, batch.src_mask, _DEC_MAX_LEN), (one, padding_mask(one, _DEC_PAD), 4)]
 
 
-def _greedy(model, src, src_mask, max_new_tokens, bos_id, eos_id, *, feed="all", position=-1, causal=True,
-            use_src_mask=True, softmax_dim=None):
+def _greedy(
+    model,
+    src,
+    src_mask,
+    max_new_tokens,
+    bos_id,
+    eos_id,
+    *,
+    feed="all",
+    position=-1,
+    causal=True,
+    use_src_mask=True,
+    softmax_dim=None,
+):
     """Greedy decoding with knobs that reproduce the common bugs (defaults: the correct loop)."""
     mask = src_mask if use_src_mask else None
     memory = model.encode(src, mask)  # (B, S, D)
@@ -141,11 +157,15 @@ _GREEDY_HINT = (
 
 
 def _off_by_one(max_new_tokens: int) -> str:
-    return (f"off by one: a row without <eos> should have max_new_tokens = {max_new_tokens} tokens after <bos>, "
-            f"got {max_new_tokens - 1}: the loop runs one step short[[: for _ in range(max_new_tokens)]]")
+    return (
+        f"off by one: a row without <eos> should have max_new_tokens = {max_new_tokens} tokens after <bos>, "
+        f"got {max_new_tokens - 1}: the loop runs one step short[[: for _ in range(max_new_tokens)]]"
+    )
 
 
-def _check_greedy_structure(got: Any, B: int, max_new_tokens: int, bos_id: int, eos_id: int, expected: torch.Tensor) -> None:
+def _check_greedy_structure(
+    got: Any, B: int, max_new_tokens: int, bos_id: int, eos_id: int, expected: torch.Tensor
+) -> None:
     """Type, shape, the <bos> column, eos padding and lengths: what any greedy decoder must satisfy."""
     expect_tensor(got, "the result")
     if got.is_floating_point() or got.dtype == torch.bool:
@@ -169,9 +189,11 @@ def _check_greedy_structure(got: Any, B: int, max_new_tokens: int, bos_id: int, 
         if eos_id in row:
             after = row[row.index(eos_id) + 1 :]
             if any(token != eos_id for token in after):
-                hint = (f"row {b} goes on after its <eos>: {row}. A row that has produced eos_id is finished: from then "
-                        "on append eos_id to it (keep a `finished` flag per row), and stop when every row is finished"
-                        "[[: next_token = next_token.masked_fill(finished, eos_id)]]")
+                hint = (
+                    f"row {b} goes on after its <eos>: {row}. A row that has produced eos_id is finished: from then "
+                    "on append eos_id to it (keep a `finished` flag per row), and stop when every row is finished"
+                    "[[: next_token = next_token.masked_fill(finished, eos_id)]]"
+                )
                 if got.size(1) - 1 == max_new_tokens - 1:  # a fixed number of steps, one short
                     raise known_bug(two_things(hint, _off_by_one(max_new_tokens)))
                 raise known_bug(hint)
@@ -205,23 +227,50 @@ def _greedy_bugs(fed_one_token: bool) -> list[tuple[str, dict[str, Any], bool]]:
     tells "tokens not fed back" apart from "the first position's logits".
     """
     return [
-        ("the generated tokens are not fed back: the decoder input stays [bos] at every step. Append each new "
-         "token to ys and decode the whole ys next step", dict(feed="bos"), fed_one_token),
-        ("you use the logits of the FIRST position: that position only ever sees <bos>, so it "
-         "predicts the same token every step. Take the last one[[: logits[:, -1]]]", dict(position=0), not fed_one_token),
-        ("only the last token is fed to the decoder: it has no memory between calls, so feed the whole "
-         "sequence so far (ys, (B, t)) and read the last position's logits", dict(feed="last"), True),
+        (
+            "the generated tokens are not fed back: the decoder input stays [bos] at every step. Append each new "
+            "token to ys and decode the whole ys next step",
+            dict(feed="bos"),
+            fed_one_token,
+        ),
+        (
+            "you use the logits of the FIRST position: that position only ever sees <bos>, so it "
+            "predicts the same token every step. Take the last one[[: logits[:, -1]]]",
+            dict(position=0),
+            not fed_one_token,
+        ),
+        (
+            "only the last token is fed to the decoder: it has no memory between calls, so feed the whole "
+            "sequence so far (ys, (B, t)) and read the last position's logits",
+            dict(feed="last"),
+            True,
+        ),
         (_NO_CAUSAL_HINT, dict(causal=False), True),
-        ("src_mask is not used: pass it to model.encode and to model.decode, so that no query attends to the "
-         "padding at the end of the shorter sources", dict(use_src_mask=False), True),
-        ("the softmax runs over the wrong axis (dim=1 is the positions): the vocabulary is the last axis, "
-         "dim=-1. For greedy decoding no softmax is needed at all: argmax of the logits is the same token",
-         dict(softmax_dim=1), True),
+        (
+            "src_mask is not used: pass it to model.encode and to model.decode, so that no query attends to the "
+            "padding at the end of the shorter sources",
+            dict(use_src_mask=False),
+            True,
+        ),
+        (
+            "the softmax runs over the wrong axis (dim=1 is the positions): the vocabulary is the last axis, "
+            "dim=-1. For greedy decoding no softmax is needed at all: argmax of the logits is the same token",
+            dict(softmax_dim=1),
+            True,
+        ),
     ]
 
 
-def _diagnose_greedy(fn: Callable[..., torch.Tensor], model: nn.Module, src: torch.Tensor, src_mask: torch.Tensor,
-                     max_new_tokens: int, got_rows: list[list[int]], want_rows: list[list[int]], calls: list) -> None:
+def _diagnose_greedy(
+    fn: Callable[..., torch.Tensor],
+    model: nn.Module,
+    src: torch.Tensor,
+    src_mask: torch.Tensor,
+    max_new_tokens: int,
+    got_rows: list[list[int]],
+    want_rows: list[list[int]],
+    calls: list,
+) -> None:
     """Raise naming the bug behind rows that differ from the reference: sampling, a simulated bug, or the first difference.
 
     ``calls`` is what :class:`_DecodeSpy` recorded: the decoder's inputs and whether a tgt_mask came with them.
@@ -241,7 +290,10 @@ def _diagnose_greedy(fn: Callable[..., torch.Tensor], model: nn.Module, src: tor
     if calls and not any(has_mask for _, has_mask in calls):
         raise known_bug(_NO_CAUSAL_HINT)
     b = next(i for i, (g, w) in enumerate(zip(got_rows, want_rows)) if g != w)
-    t = next((i for i, (g, w) in enumerate(zip(got_rows[b], want_rows[b])) if g != w), min(len(got_rows[b]), len(want_rows[b])))
+    t = next(
+        (i for i, (g, w) in enumerate(zip(got_rows[b], want_rows[b])) if g != w),
+        min(len(got_rows[b]), len(want_rows[b])),
+    )
     raise ExerciseError(
         f"row {b} differs from decode.greedy_decode at generated token {t}: expected {want_rows[b]}, got "
         f"{got_rows[b]} (max_new_tokens={max_new_tokens}, bos_id={_DEC_BOS}, eos_id={_DEC_EOS}, source {src[b].tolist()}). "
@@ -299,7 +351,9 @@ def check_greedy_decode(fn: Callable[..., torch.Tensor]) -> str:
         inputs = {"src": src.clone(), "src_mask": src_mask.clone()}
         spy = _DecodeSpy(model)
         try:
-            got = call_answer(fn, model, inputs["src"], inputs["src_mask"], max_new_tokens, _DEC_BOS, _DEC_EOS, hint=_GREEDY_HINT)
+            got = call_answer(
+                fn, model, inputs["src"], inputs["src_mask"], max_new_tokens, _DEC_BOS, _DEC_EOS, hint=_GREEDY_HINT
+            )
         finally:
             spy.close()
         expect_unchanged(originals, inputs)

@@ -47,8 +47,10 @@ def _expect_loss(value) -> None:
     if value is None:
         raise ExerciseError(NO_RETURN)
     if isinstance(value, numbers.Real) or (isinstance(value, torch.Tensor) and not value.requires_grad):
-        raise ExerciseError("the loss has lost its graph (a float, .item() or .detach()): return a tensor computed "
-                            "from local_sum, so that backward reaches the weights")  # fmt: skip
+        raise ExerciseError(
+            "the loss has lost its graph (a float, .item() or .detach()): return a tensor computed "
+            "from local_sum, so that backward reaches the weights"
+        )
     if not isinstance(value, torch.Tensor) or value.numel() != 1:
         shape = f" of shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else ""
         raise ExerciseError(f"the loss should be one number, a 0-dim tensor; got {type(value).__name__}{shape}")
@@ -62,22 +64,31 @@ def _whole_batch_gradient(counts: tuple[int, ...]) -> float:
 
 
 _BUGS = [
-    ("each rank averages over its own tokens (local_sum / local_tokens): DDP then averages those means, so a token of "
-     "a shard with few tokens weighs more than one of a long shard. Divide by the batch's tokens, total_tokens, and "
-     "multiply by world_size, which DDP's average divides by",
-     lambda s, n, total, world: s / n),
-    ("the gradient is world_size times too small: DDP divides the sum of the ranks' gradients by world_size, so "
-     "multiply local_sum / total_tokens by world_size",
-     lambda s, n, total, world: s / total),
-    ("divide by the batch's tokens, total_tokens: local_sum * world_size alone grows with the batch",
-     lambda s, n, total, world: s * world),
-    ("multiply by world_size, do not divide: DDP's average divides by it once already",
-     lambda s, n, total, world: s / world / total),
-    ("the loss is each rank's own mean divided by world_size: use the batch's token count, local_sum * world_size / "
-     "total_tokens",
-     lambda s, n, total, world: s / n / world),
-    ("the summed loss needs scaling: local_sum * world_size / total_tokens",
-     lambda s, n, total, world: s),
+    (
+        "each rank averages over its own tokens (local_sum / local_tokens): DDP then averages those means, so a token of "
+        "a shard with few tokens weighs more than one of a long shard. Divide by the batch's tokens, total_tokens, and "
+        "multiply by world_size, which DDP's average divides by",
+        lambda s, n, total, world: s / n,
+    ),
+    (
+        "the gradient is world_size times too small: DDP divides the sum of the ranks' gradients by world_size, so "
+        "multiply local_sum / total_tokens by world_size",
+        lambda s, n, total, world: s / total,
+    ),
+    (
+        "divide by the batch's tokens, total_tokens: local_sum * world_size alone grows with the batch",
+        lambda s, n, total, world: s * world,
+    ),
+    (
+        "multiply by world_size, do not divide: DDP's average divides by it once already",
+        lambda s, n, total, world: s / world / total,
+    ),
+    (
+        "the loss is each rank's own mean divided by world_size: use the batch's token count, local_sum * world_size / "
+        "total_tokens",
+        lambda s, n, total, world: s / n / world,
+    ),
+    ("the summed loss needs scaling: local_sum * world_size / total_tokens", lambda s, n, total, world: s),
 ]
 
 
@@ -114,7 +125,10 @@ def check_rank_loss(fn: Callable[..., torch.Tensor]) -> str:
             expected.append(_whole_batch_gradient(counts))
 
         def matches(grads):  # a rank without tokens makes local_sum / local_tokens NaN: the bug matches then too
-            return all(math.isclose(g, e, rel_tol=1e-5, abs_tol=1e-7) or (math.isnan(g) and math.isnan(e)) for g, e in zip(got, grads))
+            return all(
+                math.isclose(g, e, rel_tol=1e-5, abs_tol=1e-7) or (math.isnan(g) and math.isnan(e))
+                for g, e in zip(got, grads)
+            )
 
         if matches(expected):
             return f"DDP's averaged gradient equals the whole batch's, {len(_SHARDS)} batches split over 1 to 4 ranks, uneven shards"

@@ -66,32 +66,59 @@ def check_embedding_scale(fn: Callable[[nn.Embedding, torch.Tensor], torch.Tenso
     tokens = torch.tensor([[1, 4, 4, 10, 0], [7, 2, 9, 3, 4]])  # (B, L), a repeated id
     expected = reference(tokens)  # before the learner's code can touch the table
     weights, original = table.weight.detach().clone(), tokens.clone()
-    out = call_answer(fn, table, tokens, hint="tokens (B, L) -> table(tokens) (B, L, D), then multiply by sqrt(d_model)")
+    out = call_answer(
+        fn, table, tokens, hint="tokens (B, L) -> table(tokens) (B, L, D), then multiply by sqrt(d_model)"
+    )
     if not torch.equal(table.weight, weights):
         raise known_bug(_IN_PLACE)
     expect_unchanged({"tokens": original}, {"tokens": tokens})
-    out = expect_tensor(out, "the output", (B, L, D), weights.dtype,
-                         shape_hint="look every token up: table(tokens) maps (B, L) to (B, L, d_model)")
+    out = expect_tensor(
+        out,
+        "the output",
+        (B, L, D),
+        weights.dtype,
+        shape_hint="look every token up: table(tokens) maps (B, L) to (B, L, d_model)",
+    )
     looked_up = table(tokens)  # (B, L, D)
     bugs: list[Bug] = [
-        ("the scaling is missing: multiply the looked-up vectors by the square root of d_model (paper §3.4)"
-         "[[: table(tokens) * math.sqrt(d_model)]]",
-         lambda: looked_up),
-        ("multiply by sqrt(d_model), don't divide by it[[: table(tokens) * math.sqrt(d_model)]]",
-         lambda: looked_up / math.sqrt(D)),
+        (
+            "the scaling is missing: multiply the looked-up vectors by the square root of d_model (paper §3.4)"
+            "[[: table(tokens) * math.sqrt(d_model)]]",
+            lambda: looked_up,
+        ),
+        (
+            "multiply by sqrt(d_model), don't divide by it[[: table(tokens) * math.sqrt(d_model)]]",
+            lambda: looked_up / math.sqrt(D),
+        ),
         ("multiply by the SQUARE ROOT of d_model, not by d_model[[: math.sqrt(d_model)]]", lambda: looked_up * D),
-        ("a power 1/2 written without brackets is the power 1 then a division by 2 (Python's precedence)"
-         "[[: d_model ** 0.5 or math.sqrt(d_model)]]",
-         lambda: looked_up * D / 2),
-        ("that is the square root of the vocabulary size (table.num_embeddings): d_model is the vector width, "
-         "table.embedding_dim", lambda: looked_up * math.sqrt(V)),
-        ("that is the square root of the sequence length (tokens.size(1)): d_model is the vector width, "
-         "table.embedding_dim", lambda: looked_up * math.sqrt(L)),
-        ("d_model is hard-coded to 512: read it from the table, table.embedding_dim, so the function works for "
-         "every model", lambda: looked_up * math.sqrt(512)),
+        (
+            "a power 1/2 written without brackets is the power 1 then a division by 2 (Python's precedence)"
+            "[[: d_model ** 0.5 or math.sqrt(d_model)]]",
+            lambda: looked_up * D / 2,
+        ),
+        (
+            "that is the square root of the vocabulary size (table.num_embeddings): d_model is the vector width, "
+            "table.embedding_dim",
+            lambda: looked_up * math.sqrt(V),
+        ),
+        (
+            "that is the square root of the sequence length (tokens.size(1)): d_model is the vector width, "
+            "table.embedding_dim",
+            lambda: looked_up * math.sqrt(L),
+        ),
+        (
+            "d_model is hard-coded to 512: read it from the table, table.embedding_dim, so the function works for "
+            "every model",
+            lambda: looked_up * math.sqrt(512),
+        ),
     ]
-    diagnose(out, expected, bugs, "the output",
-              "expected the looked-up vectors times sqrt(d_model)[[: table(tokens) * math.sqrt(d_model)]]")
+    diagnose(
+        out,
+        expected,
+        bugs,
+        "the output",
+        "expected the looked-up vectors times sqrt(d_model)[[: table(tokens) * math.sqrt(d_model)]]",
+    )
     return "values against layers.Embeddings, shape (B, L, d_model), table and tokens unchanged"
 
 
@@ -104,17 +131,25 @@ def _trained_table(module: nn.Module, max_len: int, d_model: int) -> nn.Paramete
     if len(found) == 1:
         return found[0]
     if any(shape_of(p) == (d_model, max_len) for p in module.parameters()):
-        raise known_bug(f"your table has shape (d_model, max_len) = {(d_model, max_len)}: one ROW per position, "
-                         "so max_len rows of d_model; the constructor takes max_len first, cls(max_len, d_model, dropout)"
-                         "[[: nn.Embedding(max_len, d_model)]]")
+        raise known_bug(
+            f"your table has shape (d_model, max_len) = {(d_model, max_len)}: one ROW per position, "
+            "so max_len rows of d_model; the constructor takes max_len first, cls(max_len, d_model, dropout)"
+            "[[: nn.Embedding(max_len, d_model)]]"
+        )
     if any(shape_of(b) == (max_len, d_model) for b in module.buffers()):
-        raise known_bug("your (max_len, d_model) table is a buffer, which is never trained: learned positions are "
-                         "parameters, which an embedding table holds[[: self.table = nn.Embedding(max_len, d_model)]]")
+        raise known_bug(
+            "your (max_len, d_model) table is a buffer, which is never trained: learned positions are "
+            "parameters, which an embedding table holds[[: self.table = nn.Embedding(max_len, d_model)]]"
+        )
     if found:
-        raise ExerciseError(f"your module holds {len(found)} tables of shape (max_len, d_model): keep one"
-                            "[[: self.table = nn.Embedding(max_len, d_model)]]")
-    raise ExerciseError(f"your module should hold a trained table of shape (max_len, d_model) = {(max_len, d_model)}, "
-                        "created in __init__[[: self.table = nn.Embedding(max_len, d_model)]]")
+        raise ExerciseError(
+            f"your module holds {len(found)} tables of shape (max_len, d_model): keep one"
+            "[[: self.table = nn.Embedding(max_len, d_model)]]"
+        )
+    raise ExerciseError(
+        f"your module should hold a trained table of shape (max_len, d_model) = {(max_len, d_model)}, "
+        "created in __init__[[: self.table = nn.Embedding(max_len, d_model)]]"
+    )
 
 
 def _expect_too_long_refused(module: nn.Module, x: torch.Tensor, max_len: int) -> None:
@@ -141,19 +176,30 @@ def _expect_too_long_refused(module: nn.Module, x: torch.Tensor, max_len: int) -
 def _forward(module: nn.Module, x: torch.Tensor, max_len: int) -> torch.Tensor:
     """The learner's output for x (in eval mode, twice: the same both times); L = max_len must not be refused."""
     try:
-        return call_in_eval(module, x, hint="add the table's rows of positions 0 .. L-1 to x"
-                          "[[: positions = torch.arange(x.size(1)); return x + self.table(positions)]]")
+        return call_in_eval(
+            module,
+            x,
+            hint="add the table's rows of positions 0 .. L-1 to x"
+            "[[: positions = torch.arange(x.size(1)); return x + self.table(positions)]]",
+        )
     except ExerciseError as error:
         if x.size(1) == max_len and isinstance(error.__cause__, (ValueError, IndexError)):
-            raise known_bug(f"a sequence of exactly max_len = {max_len} positions was refused: it fits, rows 0 .. "
-                             "max_len - 1; raise only when the length is larger than max_len (>, not >=)[[: if x.size(1) > max_len]]") from error.__cause__
+            raise known_bug(
+                f"a sequence of exactly max_len = {max_len} positions was refused: it fits, rows 0 .. "
+                "max_len - 1; raise only when the length is larger than max_len (>, not >=)[[: if x.size(1) > max_len]]"
+            ) from error.__cause__
         raise
 
 
 def _rows_only(out: object, rows: torch.Tensor) -> bool:
     """Did the learner return the table's rows alone, shaped (L, D) or (1, L, D), without adding x?"""
-    return isinstance(out, torch.Tensor) and out.dim() in (2, 3) and shape_of(out)[-2:] == shape_of(rows) and (
-        out.dim() == 2 or out.size(0) == 1) and torch.allclose(out.reshape(rows.shape), rows)
+    return (
+        isinstance(out, torch.Tensor)
+        and out.dim() in (2, 3)
+        and shape_of(out)[-2:] == shape_of(rows)
+        and (out.dim() == 2 or out.size(0) == 1)
+        and torch.allclose(out.reshape(rows.shape), rows)
+    )
 
 
 _NOT_ADDED = "you returned the position rows without x: return x + the rows, (B, L, D) + (L, D) -> (B, L, D)"
@@ -163,21 +209,31 @@ def _position_bugs(x: torch.Tensor, W: torch.Tensor) -> list[Bug]:
     """The common mistakes, on x (B, L, D) and the learner's table W (max_len, D)."""
     B, L, D = x.shape
     return [
-        ("positions start at 0: add table rows 0 .. L-1, not 1 .. L[[: torch.arange(x.size(1))]]",
-         lambda: x + W[1:L + 1]),
+        (
+            "positions start at 0: add table rows 0 .. L-1, not 1 .. L[[: torch.arange(x.size(1))]]",
+            lambda: x + W[1 : L + 1],
+        ),
         (_NOT_ADDED, lambda: W[:L].expand(B, L, D)),
-        ("every position got row 0: look up one row PER POSITION, (L, D)[[: self.table(torch.arange(x.size(1)))]]",
-         lambda: x + W[0]),
+        (
+            "every position got row 0: look up one row PER POSITION, (L, D)[[: self.table(torch.arange(x.size(1)))]]",
+            lambda: x + W[0],
+        ),
         ("add the positions to x, don't multiply[[: x + self.table(positions)]]", lambda: x * W[:L]),
-        ("don't scale here: the sqrt(d_model) factor belongs to the token embeddings; just add the rows",
-         lambda: x + W[:L] * math.sqrt(D)),
-        ("don't scale here: the sqrt(d_model) factor belongs to the token embeddings, which arrive already "
-         "scaled; just add the rows", lambda: x * math.sqrt(D) + W[:L]),
+        (
+            "don't scale here: the sqrt(d_model) factor belongs to the token embeddings; just add the rows",
+            lambda: x + W[:L] * math.sqrt(D),
+        ),
+        (
+            "don't scale here: the sqrt(d_model) factor belongs to the token embeddings, which arrive already "
+            "scaled; just add the rows",
+            lambda: x * math.sqrt(D) + W[:L],
+        ),
     ]
 
 
-@exercise("learned_positions", "add a trained row of d_model numbers to every position, one row per position",
-           takes="class")
+@exercise(
+    "learned_positions", "add a trained row of d_model numbers to every position, one row per position", takes="class"
+)
 def check_learned_positions(cls: Callable[..., nn.Module]) -> str:
     """Check learned positional embeddings, the alternative of §3.5 (Table 3, row (E)).
 
@@ -217,23 +273,43 @@ def check_learned_positions(cls: Callable[..., nn.Module]) -> str:
         expect_unchanged({"x": original}, {"x": x})
         if _rows_only(out, W[:length]):
             raise known_bug(_NOT_ADDED)
-        out = expect_tensor(out, f"the output for L={length}", x.shape, x.dtype,
-                             shape_hint="return x + the position rows: (B, L, D) + (L, D) -> (B, L, D)")
+        out = expect_tensor(
+            out,
+            f"the output for L={length}",
+            x.shape,
+            x.dtype,
+            shape_hint="return x + the position rows: (B, L, D) + (L, D) -> (B, L, D)",
+        )
         same = x[:1].expand(B, length, D).clone()  # the same sequence in every batch row
         repeated = call_answer(m, same)
-        if isinstance(repeated, torch.Tensor) and repeated.shape == same.shape and not torch.allclose(
-                repeated, repeated[:1].expand_as(repeated)):
+        if (
+            isinstance(repeated, torch.Tensor)
+            and repeated.shape == same.shape
+            and not torch.allclose(repeated, repeated[:1].expand_as(repeated))
+        ):
             raise known_bug(
                 "the same sequence in two batch rows got different outputs: the positions depend on the batch. The "
                 "position of x[b, t] is t alone: the positions run over the length (dim 1), not the batch "
                 "size, nor B * L numbers; one (L, D) block of rows is added to every sequence of the batch"
                 "[[: positions = torch.arange(x.size(1))]]"
             )
-        diagnose(out, reference(x), _position_bugs(x, W), f"the output for L={length}",
-                  "expected x plus the table's rows of its positions[[: x + self.table(torch.arange(x.size(1)))]]")
+        diagnose(
+            out,
+            reference(x),
+            _position_bugs(x, W),
+            f"the output for L={length}",
+            "expected x plus the table's rows of its positions[[: x + self.table(torch.arange(x.size(1)))]]",
+        )
     _expect_too_long_refused(m, torch.randn(B, max_len + 1, D), max_len)
     x = torch.randn(B, L, D)
-    expect_dropout(m, lambda: build_module(cls, (max_len, D, 0.0), "cls(max_len, d_model, dropout)"), (x,),
-                    call_answer(m, x), "to x + the position rows")
-    return ("values against layers.LearnedPositionalEmbedding for L < max_len and L = max_len, the same rows for "
-            "every sequence of a batch, an error beyond max_len, dropout in training only")
+    expect_dropout(
+        m,
+        lambda: build_module(cls, (max_len, D, 0.0), "cls(max_len, d_model, dropout)"),
+        (x,),
+        call_answer(m, x),
+        "to x + the position rows",
+    )
+    return (
+        "values against layers.LearnedPositionalEmbedding for L < max_len and L = max_len, the same rows for "
+        "every sequence of a batch, an error beyond max_len, dropout in training only"
+    )

@@ -115,8 +115,12 @@ def _reference_parts(ref: nn.Module) -> _Parts:
 
 
 def _learner_parts(learner: nn.Module, count: int) -> _Parts:
-    return _Parts(learner.self_attn, learner.feed_forward, [norm for _, norm in _learner_norms(learner, count)],
-                  getattr(learner, "cross_attn", None))
+    return _Parts(
+        learner.self_attn,
+        learner.feed_forward,
+        [norm for _, norm in _learner_norms(learner, count)],
+        getattr(learner, "cross_attn", None),
+    )
 
 
 def _differs(a: Any, b: Any, *args: Any) -> bool:
@@ -125,8 +129,11 @@ def _differs(a: Any, b: Any, *args: Any) -> bool:
         got = a(*args)
     except Exception:  # noqa: BLE001 - the learner's module fails here: the layer's own call will say so
         return False
-    return not (isinstance(got, torch.Tensor) and got.shape == args[0].shape and
-                torch.allclose(got, b(*args), atol=ATOL, rtol=RTOL))
+    return not (
+        isinstance(got, torch.Tensor)
+        and got.shape == args[0].shape
+        and torch.allclose(got, b(*args), atol=ATOL, rtol=RTOL)
+    )
 
 
 def _own_parts(learner: nn.Module, ref: nn.Module, x: torch.Tensor) -> list[Slip]:
@@ -142,44 +149,63 @@ def _own_parts(learner: nn.Module, ref: nn.Module, x: torch.Tensor) -> list[Slip
     if norms:
         differences.append(
             f"your LayerNorm ({', '.join(sorted(set(norms)))}) is not nn.LayerNorm's function: with the same weight "
-            "and bias it gives other values. check_layer_norm on that class names what differs")
-    attentions = [(name, a) for name, a, r in (("self_attn", own.self_attn, theirs.self_attn),
-                                               ("cross_attn", own.cross_attn, theirs.cross_attn))
-                  if a is not None and _differs(a, r, x, x, x, None)]
+            "and bias it gives other values. check_layer_norm on that class names what differs"
+        )
+    attentions = [
+        (name, a)
+        for name, a, r in (
+            ("self_attn", own.self_attn, theirs.self_attn),
+            ("cross_attn", own.cross_attn, theirs.cross_attn),
+        )
+        if a is not None and _differs(a, r, x, x, x, None)
+    ]
     if attentions:
         differences.append(
             f"your {' and '.join(name for name, _ in attentions)} ({type(attentions[0][1]).__name__}) computes something "
-            "else than multi-head attention holding the same weights: check_multi_head_attention on that class names what")
+            "else than multi-head attention holding the same weights: check_multi_head_attention on that class names what"
+        )
     if _differs(own.feed_forward, theirs.feed_forward, x):
         differences.append(
             f"your feed_forward ({type(own.feed_forward).__name__}) computes something else than the paper's "
-            "FFN with the same weights: check_feed_forward on that class names what")
+            "FFN with the same weights: check_feed_forward on that class names what"
+        )
     return [Slip("; and ".join(differences), {"parts": own})] if differences else []
 
 
-def _encoder_layer_bugs(ref: EncoderLayer, x: torch.Tensor, mask: torch.Tensor | None,
-                        own: Sequence[Slip] = ()) -> list[Bug]:
+def _encoder_layer_bugs(
+    ref: EncoderLayer, x: torch.Tensor, mask: torch.Tensor | None, own: Sequence[Slip] = ()
+) -> list[Bug]:
     """The common encoder layer bugs, restacking the reference's submodules (or the learner's own, ``own``),
     alone and two at a time: each hint, and what it returns."""
 
-    def simulate(parts=_reference_parts(ref), mode="post", residual=(True, True), norms=(0, 1), ff_first=False,
-                 use_mask=True):
+    def simulate(
+        parts=_reference_parts(ref), mode="post", residual=(True, True), norms=(0, 1), ff_first=False, use_mask=True
+    ):
         attend = functools.partial(_self_attend, parts.self_attn, mask if use_mask else None)
         subs = [parts.feed_forward, attend] if ff_first else [attend, parts.feed_forward]
         return _residual_stack(x, [(subs[i], parts.norms[norms[i]], residual[i]) for i in range(2)], mode)
 
     slips = [
-        Slip("that is pre-norm, x + sublayer(norm(x)); this exercise follows the paper's post-norm, "
-             "norm(x + sublayer(x)), for both sublayers"
-             "[[: x = norm1(x + self_attn(x, x, x, src_mask)), then x = norm2(x + feed_forward(x))]]", {"mode": "pre"}),
-        Slip("the residual around self-attention is missing: add the sublayer's input back before norm1"
-             "[[: x = norm1(x + self_attn(x, x, x, src_mask))]]",
-             {"residual": (False, True)}),
-        Slip("the residual around the feed-forward is missing: add the sublayer's input back before norm2"
-             "[[: x = norm2(x + feed_forward(x))]]",
-             {"residual": (True, False)}),
-        Slip("both residual connections are missing: norm(x + sublayer(x)), adding the sublayer's input back",
-             {"residual": (False, False)}),
+        Slip(
+            "that is pre-norm, x + sublayer(norm(x)); this exercise follows the paper's post-norm, "
+            "norm(x + sublayer(x)), for both sublayers"
+            "[[: x = norm1(x + self_attn(x, x, x, src_mask)), then x = norm2(x + feed_forward(x))]]",
+            {"mode": "pre"},
+        ),
+        Slip(
+            "the residual around self-attention is missing: add the sublayer's input back before norm1"
+            "[[: x = norm1(x + self_attn(x, x, x, src_mask))]]",
+            {"residual": (False, True)},
+        ),
+        Slip(
+            "the residual around the feed-forward is missing: add the sublayer's input back before norm2"
+            "[[: x = norm2(x + feed_forward(x))]]",
+            {"residual": (True, False)},
+        ),
+        Slip(
+            "both residual connections are missing: norm(x + sublayer(x)), adding the sublayer's input back",
+            {"residual": (False, False)},
+        ),
         Slip("norm1 and norm2 are swapped: norm1 follows self-attention, norm2 the feed-forward", {"norms": (1, 0)}),
         Slip(_SHARED_NORM, {"norms": (0, 0)}),
         Slip(_SHARED_NORM, {"norms": (1, 1)}),
@@ -187,8 +213,14 @@ def _encoder_layer_bugs(ref: EncoderLayer, x: torch.Tensor, mask: torch.Tensor |
         Slip(_NORM_HINT, {"mode": "norm_sublayer"}),
     ]
     if mask is not None:
-        slips.insert(0, Slip("src_mask is not passed to self-attention, so queries attend to padding"
-                             "[[: self_attn(x, x, x, src_mask)]]", {"use_mask": False}))
+        slips.insert(
+            0,
+            Slip(
+                "src_mask is not passed to self-attention, so queries attend to padding"
+                "[[: self_attn(x, x, x, src_mask)]]",
+                {"use_mask": False},
+            ),
+        )
     return slip_bugs(simulate, slips, own)
 
 
@@ -252,14 +284,27 @@ def check_encoder_layer(cls: Callable[..., nn.Module]) -> str:
         args = (x,) if mask is None else (x, mask)
         out = call_in_eval(m, *args)
         expect_unchanged({"x": original}, {"x": x})
-        out = expect_tensor(out, "the output", x.shape, x.dtype, nan_hint=MASK_NAN_HINT,
-                             shape_hint="an encoder layer keeps the shape (B, S, d_model)")
+        out = expect_tensor(
+            out,
+            "the output",
+            x.shape,
+            x.dtype,
+            nan_hint=MASK_NAN_HINT,
+            shape_hint="an encoder layer keeps the shape (B, S, d_model)",
+        )
         what = "the output" + (" with a padding mask" if mask is not None else "")
         diagnose(out, ref(x, mask), _encoder_layer_bugs(ref, x, mask, _own_parts(m, ref, x)), what)
-    expect_dropout(m, lambda: build_module(cls, (D, H, d_ff, 0.0), "cls(d_model, n_heads, d_ff, dropout)"), args, out,
-                    _SUBLAYER_DROPOUT)
-    return ("values against the package's EncoderLayer holding your weights, with and without a padding mask, "
-            "dropout on in training only")
+    expect_dropout(
+        m,
+        lambda: build_module(cls, (D, H, d_ff, 0.0), "cls(d_model, n_heads, d_ff, dropout)"),
+        args,
+        out,
+        _SUBLAYER_DROPOUT,
+    )
+    return (
+        "values against the package's EncoderLayer holding your weights, with and without a padding mask, "
+        "dropout on in training only"
+    )
 
 
 _CAUSAL_HINT = (
@@ -280,49 +325,90 @@ def _cross_wiring_hint(wiring: Sequence[str]) -> str:
         if source != right:
             wrong.setdefault(source, []).append(role)
     used = " and ".join(f"{source} as {' and '.join(roles)}" for source, roles in wrong.items())
-    return (f"cross-attention is mis-wired: you called cross_attn({', '.join(names)}, ...), using {used}. The "
-            "queries come from the decoder (x) and the keys and values from the encoder's output (memory)"
-            "[[: cross_attn(x, memory, memory, src_mask)]]")
+    return (
+        f"cross-attention is mis-wired: you called cross_attn({', '.join(names)}, ...), using {used}. The "
+        "queries come from the decoder (x) and the keys and values from the encoder's output (memory)"
+        "[[: cross_attn(x, memory, memory, src_mask)]]"
+    )
 
 
-def _decoder_layer_bugs(ref: DecoderLayer, x: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor,
-                        tgt_mask: torch.Tensor, own: Sequence[Slip] = ()) -> list[Bug]:
+def _decoder_layer_bugs(
+    ref: DecoderLayer,
+    x: torch.Tensor,
+    memory: torch.Tensor,
+    src_mask: torch.Tensor,
+    tgt_mask: torch.Tensor,
+    own: Sequence[Slip] = (),
+) -> list[Bug]:
     """The common decoder layer bugs, restacking the reference's submodules (or the learner's own, ``own``,
     named with each bug): each hint, and what it returns."""
     masks = {"tgt": tgt_mask, "src": src_mask, None: None}
 
-    def simulate(parts=_reference_parts(ref), self_mask="tgt", cross_mask="src", wiring=("y", "memory", "memory"),
-                 order=("self", "cross", "ff"), norms=(0, 1, 2), residual=(True, True, True), mode="post"):
+    def simulate(
+        parts=_reference_parts(ref),
+        self_mask="tgt",
+        cross_mask="src",
+        wiring=("y", "memory", "memory"),
+        order=("self", "cross", "ff"),
+        norms=(0, 1, 2),
+        residual=(True, True, True),
+        mode="post",
+    ):
         def cross(y):
             q, k, v = ({"y": y, "x": x, "memory": memory}[name] for name in wiring)
             return parts.cross_attn(q, k, v, masks[cross_mask])
 
-        subs = {"self": functools.partial(_self_attend, parts.self_attn, masks[self_mask]), "cross": cross,
-                "ff": parts.feed_forward}
+        subs = {
+            "self": functools.partial(_self_attend, parts.self_attn, masks[self_mask]),
+            "cross": cross,
+            "ff": parts.feed_forward,
+        }
         return _residual_stack(x, [(subs[order[i]], parts.norms[norms[i]], residual[i]) for i in range(3)], mode)
 
     slips = [
         Slip(_CAUSAL_HINT, {"self_mask": None}),
-        Slip("src_mask and tgt_mask are swapped: self-attention takes tgt_mask (causal + padding), "
-             "cross-attention takes src_mask (source padding)", {"self_mask": "src", "cross_mask": "tgt"}),
+        Slip(
+            "src_mask and tgt_mask are swapped: self-attention takes tgt_mask (causal + padding), "
+            "cross-attention takes src_mask (source padding)",
+            {"self_mask": "src", "cross_mask": "tgt"},
+        ),
         *(Slip(_cross_wiring_hint(wiring), {"wiring": wiring}) for wiring in _CROSS_WIRINGS),
-        Slip("cross-attention should take the output of the self-attention sublayer as its query, not the "
-             "layer's input", {"wiring": ("x", "memory", "memory")}),
-        Slip("src_mask is not passed to cross-attention, so queries attend to source padding"
-             "[[: cross_attn(x, memory, memory, src_mask)]]", {"cross_mask": None}),
-        Slip("that is pre-norm, x + sublayer(norm(x)); this exercise follows the paper's post-norm: "
-             "x = norm(x + sublayer(x)) for each of the three sublayers", {"mode": "pre"}),
+        Slip(
+            "cross-attention should take the output of the self-attention sublayer as its query, not the layer's input",
+            {"wiring": ("x", "memory", "memory")},
+        ),
+        Slip(
+            "src_mask is not passed to cross-attention, so queries attend to source padding"
+            "[[: cross_attn(x, memory, memory, src_mask)]]",
+            {"cross_mask": None},
+        ),
+        Slip(
+            "that is pre-norm, x + sublayer(norm(x)); this exercise follows the paper's post-norm: "
+            "x = norm(x + sublayer(x)) for each of the three sublayers",
+            {"mode": "pre"},
+        ),
         Slip(_NORM_HINT, {"mode": "norm_sublayer"}),
-        Slip("the sublayers are in the wrong order: masked self-attention, then cross-attention, then feed-forward",
-             {"order": ("cross", "self", "ff")}),
+        Slip(
+            "the sublayers are in the wrong order: masked self-attention, then cross-attention, then feed-forward",
+            {"order": ("cross", "self", "ff")},
+        ),
     ]
     for i, name in enumerate(("self-attention", "cross-attention", "feed-forward")):
-        slips.append(Slip(f"the residual around the {name} is missing: x = norm{i + 1}(x + sublayer(x))",
-                          {"residual": tuple(j != i for j in range(3))}))
+        slips.append(
+            Slip(
+                f"the residual around the {name} is missing: x = norm{i + 1}(x + sublayer(x))",
+                {"residual": tuple(j != i for j in range(3))},
+            )
+        )
     for order in itertools.product(range(3), repeat=3):  # every other way to pick a norm per sublayer
         if order != (0, 1, 2):
-            slips.append(Slip("the LayerNorms are mixed up: norm1 after self-attention, norm2 after cross-attention, "
-                              "norm3 after the feed-forward", {"norms": order}))
+            slips.append(
+                Slip(
+                    "the LayerNorms are mixed up: norm1 after self-attention, norm2 after cross-attention, "
+                    "norm3 after the feed-forward",
+                    {"norms": order},
+                )
+            )
     return slip_bugs(simulate, slips, own, among=False)
 
 
@@ -384,8 +470,14 @@ def check_decoder_layer(cls: Callable[..., nn.Module]) -> str:
         originals = {name: t.clone() for name, t in inputs.items()}
         out = call_in_eval(m, x, memory, src_mask, tgt_mask)
         expect_unchanged(originals, inputs)
-        out = expect_tensor(out, "the output", x.shape, x.dtype, nan_hint=MASK_NAN_HINT,
-                             shape_hint="one vector per TARGET position: (B, T, d_model)")
+        out = expect_tensor(
+            out,
+            "the output",
+            x.shape,
+            x.dtype,
+            nan_hint=MASK_NAN_HINT,
+            shape_hint="one vector per TARGET position: (B, T, d_model)",
+        )
         bugs = _decoder_layer_bugs(ref, x, memory, src_mask, tgt_mask, _own_parts(m, ref, x))
         try:
             diagnose(out, ref(x, memory, src_mask, tgt_mask), bugs, f"the output (memory length {S})")
@@ -395,10 +487,17 @@ def check_decoder_layer(cls: Callable[..., nn.Module]) -> str:
             raise
         if S == T and _leaks_future(m, x, memory, src_mask, tgt_mask, out):
             raise ExerciseError(_CAUSAL_HINT)
-    expect_dropout(m, lambda: build_module(cls, (D, H, d_ff, 0.0), "cls(d_model, n_heads, d_ff, dropout)"),
-                    (x, memory, src_mask, tgt_mask), out, _SUBLAYER_DROPOUT)
-    return ("values against the package's DecoderLayer holding your weights, masks, memory longer than the "
-            "target, no peeking at later positions, dropout on in training only")
+    expect_dropout(
+        m,
+        lambda: build_module(cls, (D, H, d_ff, 0.0), "cls(d_model, n_heads, d_ff, dropout)"),
+        (x, memory, src_mask, tgt_mask),
+        out,
+        _SUBLAYER_DROPOUT,
+    )
+    return (
+        "values against the package's DecoderLayer holding your weights, masks, memory longer than the "
+        "target, no peeking at later positions, dropout on in training only"
+    )
 
 
 def _leaks_future(m, x, memory, src_mask, tgt_mask, out) -> bool:
@@ -407,4 +506,3 @@ def _leaks_future(m, x, memory, src_mask, tgt_mask, out) -> bool:
     changed[:, -1] = torch.randn_like(changed[:, -1])
     again = call_answer(m, changed, memory, src_mask, tgt_mask)
     return isinstance(again, torch.Tensor) and not torch.allclose(again[:, :-1], out[:, :-1], atol=ATOL, rtol=RTOL)
-

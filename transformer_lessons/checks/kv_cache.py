@@ -34,7 +34,12 @@ from transformer_lessons.kv_cache import KVCache
 from transformer_lessons.masks import causal_mask
 from transformer_lessons.model import Transformer
 
-_AXES = {0: "dim 0, the batch (B)", 1: "dim 1, the heads (H)", 2: "dim 2, the time axis (t)", 3: "dim 3, the head width (Dh)"}
+_AXES = {
+    0: "dim 0, the batch (B)",
+    1: "dim 1, the heads (H)",
+    2: "dim 2, the time axis (t)",
+    3: "dim 3, the head width (Dh)",
+}
 # The exact fix, kept back for hint() ([[...]], see common.split_fix).
 _FIX_APPEND = "[[: torch.cat([cache_k, new_k], dim=2) and torch.cat([cache_v, new_v], dim=2)]]"
 
@@ -44,8 +49,9 @@ def _pair(got: Any, what: str) -> tuple[Any, Any]:
     if got is None:
         raise ExerciseError("your function returned None: did you forget a `return`?")
     if isinstance(got, torch.Tensor):
-        raise known_bug(f"your function returned one tensor: return two, the {what} keys and the {what} values, "
-                         "as a tuple (k, v)")
+        raise known_bug(
+            f"your function returned one tensor: return two, the {what} keys and the {what} values, as a tuple (k, v)"
+        )
     if not isinstance(got, (tuple, list)) or len(got) != 2:
         raise ExerciseError(f"return a tuple of two tensors (k, v), got {type(got).__name__}")
     return got[0], got[1]
@@ -80,22 +86,30 @@ def _append_shape_bug(got: torch.Tensor, which: str, cache: torch.Tensor, new: t
     T = new.size(2)
     shape = shape_of(got)
     if got.dim() == 5:
-        return known_bug(f"your {which} have 5 dimensions, {shape}: torch.stack puts the tensors side by side on a "
-                          f"NEW axis; torch.cat joins them along an existing one, the time axis{_FIX_APPEND}")
+        return known_bug(
+            f"your {which} have 5 dimensions, {shape}: torch.stack puts the tensors side by side on a "
+            f"NEW axis; torch.cat joins them along an existing one, the time axis{_FIX_APPEND}"
+        )
     if t == T:  # joining along any axis runs: the result's shape names the axis
         for dim, name in _AXES.items():
             joined = list(cache.shape)
             joined[dim] *= 2  # both tensors have the same size there
             if dim != 2 and shape == tuple(joined):
-                return known_bug(f"your {which} were joined along {name}: {shape} instead of {(B, H, t + T, Dh)}. "
-                                  f"(B, H, t, Dh) grows along dim 2, the positions{_FIX_APPEND}")
+                return known_bug(
+                    f"your {which} were joined along {name}: {shape} instead of {(B, H, t + T, Dh)}. "
+                    f"(B, H, t, Dh) grows along dim 2, the positions{_FIX_APPEND}"
+                )
     if t > 0 and shape == (B, H, T, Dh) and torch.equal(got, new):
         fix = "forgot the value cache?" if which == "values" else "overwrote the cache?"
-        return known_bug(f"your {which} hold only the new position(s), {shape}: the earlier positions are gone "
-                          f"(you {fix}). The cache must grow by T positions per step{_FIX_APPEND}")
+        return known_bug(
+            f"your {which} hold only the new position(s), {shape}: the earlier positions are gone "
+            f"(you {fix}). The cache must grow by T positions per step{_FIX_APPEND}"
+        )
     if shape == (B, H, t, Dh) and torch.equal(got, cache):
-        return known_bug(f"your {which} are the old cache, unchanged, {shape}: the new position was never added "
-                          f"(the {which[:-1]} cache must grow too). {_FIX_APPEND}")
+        return known_bug(
+            f"your {which} are the old cache, unchanged, {shape}: the new position was never added "
+            f"(the {which[:-1]} cache must grow too). {_FIX_APPEND}"
+        )
     return None
 
 
@@ -104,15 +118,25 @@ def _append_bugs(ck: torch.Tensor, cv: torch.Tensor, nk: torch.Tensor, nv: torch
         return torch.cat([a, b], dim=2)
 
     return [
-        ("the new position comes first, before the earlier ones. Position i "
-         "of the cache is the token decoded at step i, so the new one goes last[[: torch.cat([cache_k, new_k], dim=2)]]",
-         lambda: (cat(nk, ck), cat(nv, cv))),
-        ("the new values come first. Keys and values must stay in the same order "
-         "(position i of both is step i)[[: torch.cat([cache_v, new_v], dim=2)]]", lambda: (cat(ck, nk), cat(nv, cv))),
+        (
+            "the new position comes first, before the earlier ones. Position i "
+            "of the cache is the token decoded at step i, so the new one goes last[[: torch.cat([cache_k, new_k], dim=2)]]",
+            lambda: (cat(nk, ck), cat(nv, cv)),
+        ),
+        (
+            "the new values come first. Keys and values must stay in the same order "
+            "(position i of both is step i)[[: torch.cat([cache_v, new_v], dim=2)]]",
+            lambda: (cat(ck, nk), cat(nv, cv)),
+        ),
         ("keys and values are swapped: return (k, v), keys first", lambda: (cat(cv, nv), cat(ck, nk))),
-        ("your values are the keys: the value cache holds x W^V, not x W^K; append new_v to cache_v",
-         lambda: (cat(ck, nk), cat(ck, nk))),
-        ("the new keys went into the value cache: append new_v (not new_k) to cache_v", lambda: (cat(ck, nk), cat(cv, nk))),
+        (
+            "your values are the keys: the value cache holds x W^V, not x W^K; append new_v to cache_v",
+            lambda: (cat(ck, nk), cat(ck, nk)),
+        ),
+        (
+            "the new keys went into the value cache: append new_v (not new_k) to cache_v",
+            lambda: (cat(ck, nk), cat(cv, nk)),
+        ),
     ]
 
 
@@ -142,13 +166,17 @@ def _decode_with(fn: Callable[..., Any], steps: int = 8) -> None:
         cached = model.decode_step(cache, None, ys[:, -1:])  # (B, V)
         recomputed = model.decode(memory, None, ys, causal_mask(ys.size(1)))[:, -1]  # (B, V)
         if not all_close(cached, recomputed):
-            raise ExerciseError(f"used inside a real decoder, your function gives other logits than recomputing the "
-                                f"whole prefix, at step {step + 1}{_FIX_APPEND}")
+            raise ExerciseError(
+                f"used inside a real decoder, your function gives other logits than recomputing the "
+                f"whole prefix, at step {step + 1}{_FIX_APPEND}"
+            )
         ys = torch.cat([ys, recomputed.argmax(-1, keepdim=True)], dim=1)  # (B, t + 1)
 
 
-@exercise("append_kv", "return (k, v): each cache with the new position(s) after the cached ones, on the time "
-           "axis of (B, H, t, Dh)")
+@exercise(
+    "append_kv",
+    "return (k, v): each cache with the new position(s) after the cached ones, on the time axis of (B, H, t, Dh)",
+)
 def check_append_kv(fn: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> str:
     """Check one step's update of a self-attention key/value cache.
 
@@ -185,16 +213,33 @@ def check_append_kv(fn: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> str
         nk, nv = torch.randn(B, H, T, Dh, generator=g), torch.randn(B, H, T, Dh, generator=g)
         originals = {"cache_k": ck, "cache_v": cv, "new_k": nk, "new_v": nv}
         inputs = {name: x.clone() for name, x in originals.items()}
-        got = _pair(call_answer(fn, *inputs.values(), hint="cache_k, cache_v (B, H, t, Dh); new_k, new_v (B, H, T, Dh): they "
-                          "differ only in dim 2, the time axis, so join them there"), "grown")
+        got = _pair(
+            call_answer(
+                fn,
+                *inputs.values(),
+                hint="cache_k, cache_v (B, H, t, Dh); new_k, new_v (B, H, T, Dh): they "
+                "differ only in dim 2, the time axis, so join them there",
+            ),
+            "grown",
+        )
         expect_unchanged(originals, inputs)
         for value, which, cache, new in ((got[0], "keys", ck, nk), (got[1], "values", cv, nv)):
             if isinstance(value, torch.Tensor) and (bug := _append_shape_bug(value, which, cache, new)):
                 raise bug
-            expect_tensor(value, f"the grown {which} ({description})", shape=(B, H, t + T, Dh), dtype=ck.dtype,
-                           shape_hint="They should hold the t cached positions and the T new ones: (B, H, t + T, Dh)")
-        diagnose(tuple(got), (_appended(ck, nk), _appended(cv, nv)), _append_bugs(ck, cv, nk, nv),
-                  f"(k, v) for {description}", f"Expected the cached positions first, then the new ones{_FIX_APPEND}")
+            expect_tensor(
+                value,
+                f"the grown {which} ({description})",
+                shape=(B, H, t + T, Dh),
+                dtype=ck.dtype,
+                shape_hint="They should hold the t cached positions and the T new ones: (B, H, t + T, Dh)",
+            )
+        diagnose(
+            tuple(got),
+            (_appended(ck, nk), _appended(cv, nv)),
+            _append_bugs(ck, cv, nk, nv),
+            f"(k, v) for {description}",
+            f"Expected the cached positions first, then the new ones{_FIX_APPEND}",
+        )
     _decode_with(fn)
     return "four caches (empty, one, five positions; two new at once) and 8 steps of a real decoder against recomputing"
 
@@ -216,17 +261,23 @@ def _reorder_cases() -> list[tuple[str, tuple[int, int, int, int], list[int]]]:
     ]
 
 
-def _reorder_shape_bug(got: torch.Tensor, which: str, cache: torch.Tensor, parent: torch.Tensor) -> ExerciseError | None:
+def _reorder_shape_bug(
+    got: torch.Tensor, which: str, cache: torch.Tensor, parent: torch.Tensor
+) -> ExerciseError | None:
     shape = shape_of(got)
     if shape == shape_of(cache) and torch.equal(got, cache) and len(parent) != cache.size(0):
-        return known_bug(f"your {which} are the cache as it was, {shape}: they were not reordered, so each row still "
-                          f"holds the prefix it held before this step. Keep rows parent, in that order[[: cache_k.index_select(0, parent)]]")
+        return known_bug(
+            f"your {which} are the cache as it was, {shape}: they were not reordered, so each row still "
+            f"holds the prefix it held before this step. Keep rows parent, in that order[[: cache_k.index_select(0, parent)]]"
+        )
     for dim, name in _AXES.items():
         indexed = list(cache.shape)
         indexed[dim] = len(parent)
         if dim != 0 and shape == tuple(indexed) and shape != shape_of(cache):
-            return known_bug(f"your {which} were indexed along {name}: {shape}. The beams are the rows, dim 0 of "
-                              "(N, H, t, Dh)[[: cache_k.index_select(0, parent), or cache_k[parent]]]")
+            return known_bug(
+                f"your {which} were indexed along {name}: {shape}. The beams are the rows, dim 0 of "
+                "(N, H, t, Dh)[[: cache_k.index_select(0, parent), or cache_k[parent]]]"
+            )
     return None
 
 
@@ -237,15 +288,28 @@ def _reorder_bugs(ck: torch.Tensor, cv: torch.Tensor, parent: torch.Tensor) -> l
         return out
 
     return [
-        ("the cache was not reordered: each row still holds the prefix it held before this step, while the beams now "
-         "extend other prefixes. Keep rows parent, in that order[[: cache_k.index_select(0, parent)]]", lambda: (ck, cv)),
-        ("the values were not reordered (only the keys): reorder both caches with the same parent",
-         lambda: (_reordered(ck, parent), cv)),
-        ("the keys were not reordered (only the values): reorder both caches with the same parent",
-         lambda: (ck, _reordered(cv, parent))),
-        ("rows went the wrong way: row i of the new cache must be FETCHED from row parent[i] (cache_k[parent], a "
-         "gather), not sent to it (out[parent] = cache_k, a scatter)", lambda: (scattered(ck), scattered(cv))),
-        ("keys and values are swapped: return (k, v), keys first", lambda: (_reordered(cv, parent), _reordered(ck, parent))),
+        (
+            "the cache was not reordered: each row still holds the prefix it held before this step, while the beams now "
+            "extend other prefixes. Keep rows parent, in that order[[: cache_k.index_select(0, parent)]]",
+            lambda: (ck, cv),
+        ),
+        (
+            "the values were not reordered (only the keys): reorder both caches with the same parent",
+            lambda: (_reordered(ck, parent), cv),
+        ),
+        (
+            "the keys were not reordered (only the values): reorder both caches with the same parent",
+            lambda: (ck, _reordered(cv, parent)),
+        ),
+        (
+            "rows went the wrong way: row i of the new cache must be FETCHED from row parent[i] (cache_k[parent], a "
+            "gather), not sent to it (out[parent] = cache_k, a scatter)",
+            lambda: (scattered(ck), scattered(cv)),
+        ),
+        (
+            "keys and values are swapped: return (k, v), keys first",
+            lambda: (_reordered(cv, parent), _reordered(ck, parent)),
+        ),
     ]
 
 
@@ -280,18 +344,38 @@ def check_reorder_kv(fn: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> st
     """
     g = torch.Generator().manual_seed(1)
     for description, (N, H, t, Dh), rows in _reorder_cases():
-        ck, cv, parent = torch.randn(N, H, t, Dh, generator=g), torch.randn(N, H, t, Dh, generator=g), torch.tensor(rows)
+        ck, cv, parent = (
+            torch.randn(N, H, t, Dh, generator=g),
+            torch.randn(N, H, t, Dh, generator=g),
+            torch.tensor(rows),
+        )
         originals = {"cache_k": ck, "cache_v": cv, "parent": parent}
         inputs = {name: x.clone() for name, x in originals.items()}
-        got = _pair(call_answer(fn, *inputs.values(), hint="cache_k, cache_v (N, H, t, Dh), parent (N',): keep rows parent"
-                          "[[: cache_k.index_select(0, parent)]]"), "reordered")
+        got = _pair(
+            call_answer(
+                fn,
+                *inputs.values(),
+                hint="cache_k, cache_v (N, H, t, Dh), parent (N',): keep rows parent"
+                "[[: cache_k.index_select(0, parent)]]",
+            ),
+            "reordered",
+        )
         expect_unchanged(originals, inputs)
         for value, which, cache in ((got[0], "keys", ck), (got[1], "values", cv)):
             if isinstance(value, torch.Tensor) and (bug := _reorder_shape_bug(value, which, cache, parent)):
                 raise bug
-            expect_tensor(value, f"the reordered {which} ({description})", shape=(len(rows), H, t, Dh), dtype=ck.dtype,
-                           shape_hint="One row per survivor: (N', H, t, Dh) with N' = len(parent)")
-        diagnose(tuple(got), (_reordered(ck, parent), _reordered(cv, parent)), _reorder_bugs(ck, cv, parent),
-                  f"(k, v) when {description}", "Expected rows parent of both caches"
-                  "[[: cache_k.index_select(0, parent), cache_v.index_select(0, parent)]]")
+            expect_tensor(
+                value,
+                f"the reordered {which} ({description})",
+                shape=(len(rows), H, t, Dh),
+                dtype=ck.dtype,
+                shape_hint="One row per survivor: (N', H, t, Dh) with N' = len(parent)",
+            )
+        diagnose(
+            tuple(got),
+            (_reordered(ck, parent), _reordered(cv, parent)),
+            _reorder_bugs(ck, cv, parent),
+            f"(k, v) when {description}",
+            "Expected rows parent of both caches[[: cache_k.index_select(0, parent), cache_v.index_select(0, parent)]]",
+        )
     return "swapped beams, a beam kept twice, and finished beams leaving, against a row-by-row copy"

@@ -35,8 +35,9 @@ from transformer_lessons.checks.common import (
 )
 
 
-def _layer_norm(x, weight, bias, eps=1e-5, unbiased=False, eps_outside=False, dim=-1,
-                gain=True, shift=True, sqrt=True, swap=False):
+def _layer_norm(
+    x, weight, bias, eps=1e-5, unbiased=False, eps_outside=False, dim=-1, gain=True, shift=True, sqrt=True, swap=False
+):
     """LayerNorm with knobs that reproduce the common bugs (defaults: nn.LayerNorm)."""
     mean = x.mean(dim=dim, keepdim=True)
     var = x.var(dim=dim, keepdim=True, unbiased=unbiased)
@@ -53,8 +54,14 @@ def _layer_norm(x, weight, bias, eps=1e-5, unbiased=False, eps_outside=False, di
 _EPS_NAMES = ("eps", "epsilon", "variance_epsilon", "eps_")
 
 
-def _layer_norm_bugs(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float,
-                     own_eps: float | None = None, default: bool = True) -> list[Bug]:
+def _layer_norm_bugs(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor,
+    eps: float,
+    own_eps: float | None = None,
+    default: bool = True,
+) -> list[Bug]:
     """The common LayerNorm bugs on x: each hint, and what that bug returns; then two at a time.
 
     ``own_eps`` is the epsilon the learner's module holds (None when it cannot be
@@ -68,37 +75,64 @@ def _layer_norm_bugs(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
         return _layer_norm(x, weight, bias, **({"eps": eps} | knobs))
 
     slips = [
-        Slip("use the biased variance, as nn.LayerNorm does, dividing by D "
-             "(torch.var's default divides by D - 1)[[: x.var(dim=-1, keepdim=True, unbiased=False)]]", {"unbiased": True}),
-        Slip("eps belongs INSIDE the square root, added to the variance, not to the standard deviation"
-             "[[: (x - mean) / torch.sqrt(var + eps), not / (std + eps)]]",
-             {"eps_outside": True}),
-        Slip("use the biased variance and put eps inside the square root"
-             "[[: (x - mean) / torch.sqrt(var + eps) with var = x.var(dim=-1, keepdim=True, unbiased=False)]]", {"eps_outside": True, "unbiased": True}),
-        Slip("divide by the standard deviation (the square root), not by the variance[[: torch.sqrt(var + eps)]]", {"sqrt": False}),
-        Slip("normalise over the LAST axis, the features; "
-             "you normalised over the batch (dim=0)[[: mean(dim=-1, keepdim=True), var(dim=-1, ...)]]", {"dim": 0}),
-        Slip("normalise over the LAST axis, the features; you normalised over the "
-             "positions (dim=1)[[: mean(dim=-1, keepdim=True)]]", {"dim": 1}),
-        Slip("normalise each vector over the LAST axis, not over the whole tensor[[: dim=-1, keepdim=True]]",
-             {"dim": (0, 1, 2)}),
+        Slip(
+            "use the biased variance, as nn.LayerNorm does, dividing by D "
+            "(torch.var's default divides by D - 1)[[: x.var(dim=-1, keepdim=True, unbiased=False)]]",
+            {"unbiased": True},
+        ),
+        Slip(
+            "eps belongs INSIDE the square root, added to the variance, not to the standard deviation"
+            "[[: (x - mean) / torch.sqrt(var + eps), not / (std + eps)]]",
+            {"eps_outside": True},
+        ),
+        Slip(
+            "use the biased variance and put eps inside the square root"
+            "[[: (x - mean) / torch.sqrt(var + eps) with var = x.var(dim=-1, keepdim=True, unbiased=False)]]",
+            {"eps_outside": True, "unbiased": True},
+        ),
+        Slip(
+            "divide by the standard deviation (the square root), not by the variance[[: torch.sqrt(var + eps)]]",
+            {"sqrt": False},
+        ),
+        Slip(
+            "normalise over the LAST axis, the features; "
+            "you normalised over the batch (dim=0)[[: mean(dim=-1, keepdim=True), var(dim=-1, ...)]]",
+            {"dim": 0},
+        ),
+        Slip(
+            "normalise over the LAST axis, the features; you normalised over the "
+            "positions (dim=1)[[: mean(dim=-1, keepdim=True)]]",
+            {"dim": 1},
+        ),
+        Slip(
+            "normalise each vector over the LAST axis, not over the whole tensor[[: dim=-1, keepdim=True]]",
+            {"dim": (0, 1, 2)},
+        ),
         Slip("the gain is missing: multiply the normalised x by self.weight", {"gain": False}),
         Slip("the bias is missing: add self.bias after scaling", {"shift": False}),
-        Slip("the gain and the bias are missing: scale by weight, then shift by bias"
-             "[[: return self.weight * normalised + self.bias]]",
-             {"gain": False, "shift": False}),
+        Slip(
+            "the gain and the bias are missing: scale by weight, then shift by bias"
+            "[[: return self.weight * normalised + self.bias]]",
+            {"gain": False, "shift": False},
+        ),
         Slip("weight and bias are swapped: weight multiplies, bias adds", {"swap": True}),
     ]
     differs = own_eps is not None and not math.isclose(own_eps, eps)
     partners = []
     if default:  # built as cls(d_model): its own default eps, or (unknown) the usual other one, 1e-6
         wrong_eps = own_eps if differs else 1e-6
-        hint = (f"your default eps is {wrong_eps:g}: this exercise's, like nn.LayerNorm's, is 1e-5 (eps decides how "
-                "much a vector of nearly equal entries is blown up, so the two give different outputs)")
+        hint = (
+            f"your default eps is {wrong_eps:g}: this exercise's, like nn.LayerNorm's, is 1e-5 (eps decides how "
+            "much a vector of nearly equal entries is blown up, so the two give different outputs)"
+        )
     else:  # built as cls(d_model, eps=eps): what it uses instead, or (unknown) the default 1e-5
         wrong_eps = own_eps if differs else 1e-5
-        hint = (f"the eps argument is ignored: built with eps={eps:g}, your module uses {wrong_eps:g}. Store the "
-                "argument and use it" if differs else "the eps argument is ignored: store it and use it[[: self.eps = eps]]")
+        hint = (
+            f"the eps argument is ignored: built with eps={eps:g}, your module uses {wrong_eps:g}. Store the "
+            "argument and use it"
+            if differs
+            else "the eps argument is ignored: store it and use it[[: self.eps = eps]]"
+        )
     if differs or own_eps is None:
         partners.append(Slip(hint, {"eps": wrong_eps}))
     return slip_bugs(simulate, slips, partners)
@@ -116,8 +150,10 @@ def _renamed_parameters(m: nn.Module, D: int) -> ExerciseError | None:
     return None
 
 
-_LAYER_NORM_NAN = ("Is eps added INSIDE the square root, to the variance? Without it a vector whose "
-                   "entries are all equal divides 0 by 0")
+_LAYER_NORM_NAN = (
+    "Is eps added INSIDE the square root, to the variance? Without it a vector whose "
+    "entries are all equal divides 0 by 0"
+)
 
 
 @exercise(
@@ -185,8 +221,13 @@ def check_layer_norm(cls: Callable[..., nn.Module]) -> str:
         own_eps = own_number(layer, _EPS_NAMES)
         if own_eps is None and eps == 1e-5:
             own_eps = own_default(cls, "eps")
-        diagnose(out, reference(x), _layer_norm_bugs(x, weight, bias, eps, own_eps, default=eps == 1e-5),
-                  f"the output (eps={eps})", "compare with nn.LayerNorm(d_model)")
+        diagnose(
+            out,
+            reference(x),
+            _layer_norm_bugs(x, weight, bias, eps, own_eps, default=eps == 1e-5),
+            f"the output (eps={eps})",
+            "compare with nn.LayerNorm(d_model)",
+        )
     return "parameters, values against nn.LayerNorm with non-trivial weight and bias, eps, inputs unchanged"
 
 
@@ -207,8 +248,10 @@ def _ffn(m, x, relu_at=("hidden",), activation=F.relu, residual=False, biases=(T
     return x + y if residual else y
 
 
-_FFN_NO_BIAS = ("the biases are missing: FFN(x) = max(0, xW1 + b1)W2 + b2 (paper Eq. 2). Call the layers themselves, "
-                "or pass their biases too[[: self.w_2(relu(self.w_1(x))), or F.linear(x, w.weight, w.bias)]]")
+_FFN_NO_BIAS = (
+    "the biases are missing: FFN(x) = max(0, xW1 + b1)W2 + b2 (paper Eq. 2). Call the layers themselves, "
+    "or pass their biases too[[: self.w_2(relu(self.w_1(x))), or F.linear(x, w.weight, w.bias)]]"
+)
 
 
 @exercise("feed_forward", "Linear w_1 (d_model -> d_ff), ReLU, Linear w_2 (d_ff -> d_model)", takes="class")
@@ -243,28 +286,46 @@ def check_feed_forward(cls: Callable[..., nn.Module]) -> str:
     expect_linear(m, "w_2", d_ff, D, "your feed-forward module", bias=True)
     x = torch.randn(2, 3, D)
     original = x.clone()
-    out = expect_tensor(call_in_eval(m, x), "the output", x.shape, x.dtype,
-                         shape_hint="FFN maps (B, L, d_model) to (B, L, d_model)")
+    out = expect_tensor(
+        call_in_eval(m, x), "the output", x.shape, x.dtype, shape_hint="FFN maps (B, L, d_model) to (B, L, d_model)"
+    )
     expect_unchanged({"x": original}, {"x": x})
     bugs = [
-        ("the ReLU is missing: without it the two Linear layers collapse into one linear map"
-         "[[: w_2(relu(w_1(x)))]]", lambda: _ffn(m, x, relu_at=())),
-        ("apply the ReLU only between the two Linear layers: the output of w_2 must be able to go negative",
-         lambda: _ffn(m, x, relu_at=("hidden", "output"))),
-        ("the ReLU is in the wrong place: it goes between the Linear layers, on the hidden (B, L, d_ff) "
-         "activations, not after w_2", lambda: _ffn(m, x, relu_at=("output",))),
-        ("the ReLU is in the wrong place: it goes on the hidden activations, after w_1, not on the input",
-         lambda: _ffn(m, x, relu_at=("input",))),
-        ("the paper uses ReLU, max(0, x), between the two Linear layers (GELU is a later choice, e.g. BERT/GPT)",
-         lambda: _ffn(m, x, activation=F.gelu)),
-        ("don't add the residual here: the sublayer connection adds x around the whole FFN",
-         lambda: _ffn(m, x, residual=True)),
+        (
+            "the ReLU is missing: without it the two Linear layers collapse into one linear map[[: w_2(relu(w_1(x)))]]",
+            lambda: _ffn(m, x, relu_at=()),
+        ),
+        (
+            "apply the ReLU only between the two Linear layers: the output of w_2 must be able to go negative",
+            lambda: _ffn(m, x, relu_at=("hidden", "output")),
+        ),
+        (
+            "the ReLU is in the wrong place: it goes between the Linear layers, on the hidden (B, L, d_ff) "
+            "activations, not after w_2",
+            lambda: _ffn(m, x, relu_at=("output",)),
+        ),
+        (
+            "the ReLU is in the wrong place: it goes on the hidden activations, after w_1, not on the input",
+            lambda: _ffn(m, x, relu_at=("input",)),
+        ),
+        (
+            "the paper uses ReLU, max(0, x), between the two Linear layers (GELU is a later choice, e.g. BERT/GPT)",
+            lambda: _ffn(m, x, activation=F.gelu),
+        ),
+        (
+            "don't add the residual here: the sublayer connection adds x around the whole FFN",
+            lambda: _ffn(m, x, residual=True),
+        ),
         (_FFN_NO_BIAS, lambda: _ffn(m, x, biases=(False, False))),
         (_FFN_NO_BIAS + " (b1 is missing)", lambda: _ffn(m, x, biases=(False, True))),
         (_FFN_NO_BIAS + " (b2 is missing)", lambda: _ffn(m, x, biases=(True, False))),
     ]
     diagnose(out, _ffn(m, x), bugs, "the output")
-    expect_dropout(m, lambda: build_module(cls, (D, d_ff, 0.0), "cls(d_model, d_ff, dropout)"), (x,), out,
-                    "to the hidden activations, between the ReLU and w_2")
+    expect_dropout(
+        m,
+        lambda: build_module(cls, (D, d_ff, 0.0), "cls(d_model, d_ff, dropout)"),
+        (x,),
+        out,
+        "to the hidden activations, between the ReLU and w_2",
+    )
     return "w_1, w_2 shapes and biases, values of Eq. 2, inputs unchanged, dropout on in training only"
-

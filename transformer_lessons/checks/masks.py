@@ -72,14 +72,29 @@ def check_causal_mask(fn: Callable[[int], torch.Tensor]) -> str:
                 )
             raise ExerciseError(f"the mask should be a bool tensor (torch.bool), got {mask.dtype}")
         bugs = [
-            ("the mask is inverted: True must mean 'may attend' (on and below the diagonal). True = blocked is "
-             "nn.Transformer's convention, not ours", lambda: ~torch.tril(ones)),
-            ("off by one: the diagonal is excluded, but a token may attend to itself[[: tril() (diagonal=0), "
-             "not tril(-1)]]", lambda: torch.tril(ones, -1)),
-            ("off by one: position t may also see t + 1, one step into the future[[: tril() (diagonal=0), not tril(1)]]", lambda: torch.tril(ones, 1)),
-            ("that is the upper triangle (triu): position t may see the PAST, 0..t, so True goes on and below the "
-             "diagonal, the lower triangle[[: tril()]]", lambda: torch.triu(ones)),
-            ("every position may attend everywhere: keep only the lower triangle, diagonal included[[: .tril()]]", lambda: ones),
+            (
+                "the mask is inverted: True must mean 'may attend' (on and below the diagonal). True = blocked is "
+                "nn.Transformer's convention, not ours",
+                lambda: ~torch.tril(ones),
+            ),
+            (
+                "off by one: the diagonal is excluded, but a token may attend to itself[[: tril() (diagonal=0), "
+                "not tril(-1)]]",
+                lambda: torch.tril(ones, -1),
+            ),
+            (
+                "off by one: position t may also see t + 1, one step into the future[[: tril() (diagonal=0), not tril(1)]]",
+                lambda: torch.tril(ones, 1),
+            ),
+            (
+                "that is the upper triangle (triu): position t may see the PAST, 0..t, so True goes on and below the "
+                "diagonal, the lower triangle[[: tril()]]",
+                lambda: torch.triu(ones),
+            ),
+            (
+                "every position may attend everywhere: keep only the lower triangle, diagonal included[[: .tril()]]",
+                lambda: ones,
+            ),
         ]
         diagnose(mask, expected, bugs, f"causal_mask({size})")
     return "shape, bool dtype, lower triangle with the diagonal, sizes 1, 5, 8"
@@ -102,9 +117,13 @@ _TARGET_TOKENS = {
 def _hard_coded_pad_bugs(tokens: torch.Tensor, pad_id: int, full: Callable[[torch.Tensor], torch.Tensor]) -> list[Bug]:
     """A mask built with another pad id than the argument: one bug per pad id the checks use."""
     return [
-        (f"did you hard-code the pad id? With pad_id = {pad_id} your mask hides the tokens equal to {other}: "
-         "use the pad_id argument, tokens != pad_id", functools.partial(full, tokens != other))
-        for other in _PADDING_TOKENS if other != pad_id
+        (
+            f"did you hard-code the pad id? With pad_id = {pad_id} your mask hides the tokens equal to {other}: "
+            "use the pad_id argument, tokens != pad_id",
+            functools.partial(full, tokens != other),
+        )
+        for other in _PADDING_TOKENS
+        if other != pad_id
     ]
 
 
@@ -173,11 +192,18 @@ def _check_padding_case(fn: Callable[[torch.Tensor, int], torch.Tensor], tokens:
         return m[:, None, None, :].expand(B, H, T, S)
 
     if mask.dtype != torch.bool:
-        dtype_hint = (f"the mask should be a bool tensor (True = may attend), got dtype {mask.dtype}: "
-                      "a comparison like tokens != pad_id is already bool")
+        dtype_hint = (
+            f"the mask should be a bool tensor (True = may attend), got dtype {mask.dtype}: "
+            "a comparison like tokens != pad_id is already bool"
+        )
         if torch.equal((mask != 0).expand(B, H, T, S), full(tokens == pad_id)):
-            raise known_bug(two_things(dtype_hint, _PADDING_INVERTED + " (a 1 for padding is another convention: "
-                                         "an additive mask's, where 1 times a large negative number is added)"))
+            raise known_bug(
+                two_things(
+                    dtype_hint,
+                    _PADDING_INVERTED + " (a 1 for padding is another convention: "
+                    "an additive mask's, where 1 times a large negative number is added)",
+                )
+            )
         raise ExerciseError(dtype_hint)
 
     bugs = [
@@ -249,27 +275,38 @@ def _check_target_case(fn: Callable[[torch.Tensor, int], torch.Tensor], tokens: 
         return m.expand(B, H, T, T)
 
     bugs = [
-        ("only the causal part is there: padding keys must be hidden too. AND (&) it with the padding mask",
-         lambda: full(causal.expand(B, 1, T, T))),
-        ("only the padding part is there: the decoder must not see future tokens. AND (&) it with the causal mask",
-         lambda: full(keys.expand(B, 1, T, T))),
-        ("that is OR (|): a key must be real AND not in the future, so combine with &",
-         lambda: full(keys | causal)),
+        (
+            "only the causal part is there: padding keys must be hidden too. AND (&) it with the padding mask",
+            lambda: full(causal.expand(B, 1, T, T)),
+        ),
+        (
+            "only the padding part is there: the decoder must not see future tokens. AND (&) it with the causal mask",
+            lambda: full(keys.expand(B, 1, T, T)),
+        ),
+        ("that is OR (|): a key must be real AND not in the future, so combine with &", lambda: full(keys | causal)),
         ("the mask is inverted: True must mean 'may attend'", lambda: full(~(keys & causal))),
-        ("the padding hides queries (rows) instead of keys (columns): the padding belongs on the last axis[[: (tokens != pad_id)[:, None, None, :]]]",
-         lambda: full(queries & causal)),
-        ("the causal part is the upper triangle: a token may see the past, so use tril()",
-         lambda: full(keys & causal.T)),
-        ("off by one: the diagonal is excluded, but a token may attend to itself",
-         lambda: full(keys & torch.ones(T, T, dtype=torch.bool).tril(-1))),
+        (
+            "the padding hides queries (rows) instead of keys (columns): the padding belongs on the last axis[[: (tokens != pad_id)[:, None, None, :]]]",
+            lambda: full(queries & causal),
+        ),
+        (
+            "the causal part is the upper triangle: a token may see the past, so use tril()",
+            lambda: full(keys & causal.T),
+        ),
+        (
+            "off by one: the diagonal is excluded, but a token may attend to itself",
+            lambda: full(keys & torch.ones(T, T, dtype=torch.bool).tril(-1)),
+        ),
         *_hard_coded_pad_bugs(tokens, pad_id, lambda m: full(m[:, None, None, :] & causal)),
     ]
     if dtype_hint is None:
         diagnose(mask.expand(B, H, T, T), full(keys & causal), bugs, f"the mask (pad_id = {pad_id})")
         return
     if torch.equal(full(mask), full(keys & causal)):
-        raise ExerciseError(f"{dtype_hint}: its non-zero entries are the right ones, so compare or combine bool "
-                            "tensors and keep the result bool")
+        raise ExerciseError(
+            f"{dtype_hint}: its non-zero entries are the right ones, so compare or combine bool "
+            "tensors and keep the result bool"
+        )
     for hint, simulate in bugs:
         if torch.equal(full(mask), simulate()):
             raise known_bug(two_things(dtype_hint, hint))
@@ -320,10 +357,14 @@ def check_mask_inversion(fn: Callable[[torch.Tensor], torch.Tensor]) -> str:
             )
         raise ExerciseError(f"return a bool tensor (True = may attend), got dtype {answer.dtype}")
     bugs = [
-        ("that is the input unchanged: every True must become False and every False True (use ~blocked)",
-         lambda: original),
-        ("every position may attend everywhere: only the blocked entries should become False", lambda: torch.ones_like(original)),
+        (
+            "that is the input unchanged: every True must become False and every False True (use ~blocked)",
+            lambda: original,
+        ),
+        (
+            "every position may attend everywhere: only the blocked entries should become False",
+            lambda: torch.ones_like(original),
+        ),
     ]
     diagnose(answer, expected, bugs, "the mask")
     return "bool dtype, same shape, every entry swapped, argument left unchanged"
-

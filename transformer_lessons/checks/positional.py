@@ -60,20 +60,32 @@ def _sinusoid_per_column(max_len, d_model, two=False):
 _SLIPS = [
     Slip("sin and cos are swapped: even columns (0, 2, ...) hold sin, odd columns cos", {"first": "cos"}),
     Slip("the base should be 10000 (paper §3.5), not 1000: pos / 10000^(2i/d_model)", {"base": 1000.0}),
-    Slip("the exponent should be 2i/d_model, where i indexes the sin/cos PAIR (columns 2i and 2i+1); "
-         "you used i/d_model", {"exponent": "i"}),
-    Slip("the factor 2 is there twice: the even column indices already are 2i = 0, 2, 4, ..., so the "
-         "exponent is that divided by d_model; multiplying it by 2 again makes it 4i/d_model", {"exponent": "4i"}),
-    Slip("sin and cos should be interleaved (sin in columns 0, 2, 4, ..., cos in 1, 3, 5, ...), not "
-         "concatenated as two halves: pe[:, 0::2] = sin, pe[:, 1::2] = cos", {"layout": "halves"}),
+    Slip(
+        "the exponent should be 2i/d_model, where i indexes the sin/cos PAIR (columns 2i and 2i+1); you used i/d_model",
+        {"exponent": "i"},
+    ),
+    Slip(
+        "the factor 2 is there twice: the even column indices already are 2i = 0, 2, 4, ..., so the "
+        "exponent is that divided by d_model; multiplying it by 2 again makes it 4i/d_model",
+        {"exponent": "4i"},
+    ),
+    Slip(
+        "sin and cos should be interleaved (sin in columns 0, 2, 4, ..., cos in 1, 3, 5, ...), not "
+        "concatenated as two halves: pe[:, 0::2] = sin, pe[:, 1::2] = cos",
+        {"layout": "halves"},
+    ),
     Slip("positions should start at 0, not 1: row 0 is [0, 1, 0, 1, ...][[: torch.arange(max_len)]]", {"start": 1}),
-    Slip("the frequencies are base^(-2i/d_model). Written in log space, -2i·ln(base)/d_model is only their "
-         "logarithm: the exp that turns it back into a frequency is missing (the frequencies then fall linearly "
-         "below zero instead of shrinking geometrically from 1)",
-         {"exp": False}),
+    Slip(
+        "the frequencies are base^(-2i/d_model). Written in log space, -2i·ln(base)/d_model is only their "
+        "logarithm: the exp that turns it back into a frequency is missing (the frequencies then fall linearly "
+        "below zero instead of shrinking geometrically from 1)",
+        {"exp": False},
+    ),
 ]
-_OWN_FREQUENCY = ("the exponent should be 2i/d_model with i the pair index, so columns 2i and 2i+1 share one "
-                  "frequency; you gave every column its own")
+_OWN_FREQUENCY = (
+    "the exponent should be 2i/d_model with i the pair index, so columns 2i and 2i+1 share one "
+    "frequency; you gave every column its own"
+)
 
 
 @exercise(
@@ -107,7 +119,9 @@ def check_positional_encoding(fn: Callable[[int, int], torch.Tensor]) -> str:
                 "the module adds the batch axis when it adds the table to the embeddings"
             )
         if shape_of(pe) != (max_len, d_model):
-            raise ExerciseError(f"the table should have shape (max_len, d_model) = {(max_len, d_model)}, got {shape_of(pe)}")
+            raise ExerciseError(
+                f"the table should have shape (max_len, d_model) = {(max_len, d_model)}, got {shape_of(pe)}"
+            )
         if pe.dtype != torch.float32:
             raise ExerciseError(
                 f"the table should be float32 (torch's default float), got {pe.dtype}: it is added to float32 "
@@ -117,6 +131,7 @@ def check_positional_encoding(fn: Callable[[int, int], torch.Tensor]) -> str:
             (_OWN_FREQUENCY, functools.partial(_sinusoid_per_column, max_len, d_model)),
             (_OWN_FREQUENCY, functools.partial(_sinusoid_per_column, max_len, d_model, two=True)),
         ]
-        diagnose(pe, _sinusoid(max_len, d_model), bugs, f"the table for max_len={max_len}, d_model={d_model}", atol=1e-4)
+        diagnose(
+            pe, _sinusoid(max_len, d_model), bugs, f"the table for max_len={max_len}, d_model={d_model}", atol=1e-4
+        )
     return "shape, dtype, values for two sizes against the formula of §3.5"
-

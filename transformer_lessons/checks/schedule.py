@@ -14,12 +14,21 @@ from typing import Callable
 
 import torch
 
-from transformer_lessons.checks.common import NO_RETURN, ExerciseError, Slip, call_answer, exercise, known_bug, slip_pairs
+from transformer_lessons.checks.common import (
+    NO_RETURN,
+    ExerciseError,
+    Slip,
+    call_answer,
+    exercise,
+    known_bug,
+    slip_pairs,
+)
 from transformer_lessons.schedule import noam_rate
 
 
-def _buggy_noam(step, d_model, warmup, factor=1.0, *, d_power=-0.5, step_power=-0.5, warmup_power=-1.5,
-                pick=min, shift=0) -> float:
+def _buggy_noam(
+    step, d_model, warmup, factor=1.0, *, d_power=-0.5, step_power=-0.5, warmup_power=-1.5, pick=min, shift=0
+) -> float:
     """Eq. 3 with knobs that reproduce the common bugs; the default knobs give :func:`noam_rate`.
 
     ``shift``: the step moved by this much inside the function (``step += 1``, an off-by-one).
@@ -57,7 +66,9 @@ def check_noam_rate(fn: Callable[..., float]) -> str:
     cases += [(step, 256, 100, 2.0) for step in (1, 50, 100, 1000)]
     got = []
     for step, d_model, warmup, factor in cases:
-        value = call_answer(fn, step, d_model, warmup) if factor == 1.0 else call_answer(fn, step, d_model, warmup, factor)
+        value = (
+            call_answer(fn, step, d_model, warmup) if factor == 1.0 else call_answer(fn, step, d_model, warmup, factor)
+        )
         if isinstance(value, torch.Tensor) and value.numel() == 1:
             value = value.item()
         if value is None:
@@ -73,23 +84,44 @@ def check_noam_rate(fn: Callable[..., float]) -> str:
     if matches(expected):
         return "warm-up, peak at step = warmup, 1/sqrt(step) decay, d_model and factor, 11 steps"
     bugs = [
-        ("the warm-up is missing: take the smaller of the decay term and the warm-up term, so the rate grows "
-         "linearly for the first `warmup` steps[[: min(step ** -0.5, step * warmup ** -1.5)]]", dict(pick=lambda a, b: a)),
-        ("only the warm-up branch is there: take the smaller of it and the decay term, so the rate decays "
-         "after `warmup` steps[[: min(step ** -0.5, step * warmup ** -1.5)]]", dict(pick=lambda a, b: b)),
-        ("use the smaller (min), not the larger (max), of the decay and warm-up terms"
-         "[[: min(step ** -0.5, step * warmup ** -1.5)]]", dict(pick=max)),
-        ("the exponents are wrong: warmup's power is -1.5 in the warm-up term (you used -0.5)"
-         "[[: step ** -0.5 and step * warmup ** -1.5]]", dict(warmup_power=-0.5)),
-        ("the exponents are wrong: the step's power is -0.5 in the decay term (you used -1.5)"
-         "[[: step ** -0.5 and step * warmup ** -1.5]]", dict(step_power=-1.5)),
-        ("the exponents are swapped: -0.5 belongs to the step, -1.5 to warmup[[: step ** -0.5 and warmup ** -1.5]]", dict(step_power=-1.5, warmup_power=-0.5)),
+        (
+            "the warm-up is missing: take the smaller of the decay term and the warm-up term, so the rate grows "
+            "linearly for the first `warmup` steps[[: min(step ** -0.5, step * warmup ** -1.5)]]",
+            dict(pick=lambda a, b: a),
+        ),
+        (
+            "only the warm-up branch is there: take the smaller of it and the decay term, so the rate decays "
+            "after `warmup` steps[[: min(step ** -0.5, step * warmup ** -1.5)]]",
+            dict(pick=lambda a, b: b),
+        ),
+        (
+            "use the smaller (min), not the larger (max), of the decay and warm-up terms"
+            "[[: min(step ** -0.5, step * warmup ** -1.5)]]",
+            dict(pick=max),
+        ),
+        (
+            "the exponents are wrong: warmup's power is -1.5 in the warm-up term (you used -0.5)"
+            "[[: step ** -0.5 and step * warmup ** -1.5]]",
+            dict(warmup_power=-0.5),
+        ),
+        (
+            "the exponents are wrong: the step's power is -0.5 in the decay term (you used -1.5)"
+            "[[: step ** -0.5 and step * warmup ** -1.5]]",
+            dict(step_power=-1.5),
+        ),
+        (
+            "the exponents are swapped: -0.5 belongs to the step, -1.5 to warmup[[: step ** -0.5 and warmup ** -1.5]]",
+            dict(step_power=-1.5, warmup_power=-0.5),
+        ),
         ("d_model should be raised to the power -0.5[[: d_model ** -0.5]]", dict(d_power=0.5)),
         ("d_model should be raised to the power -0.5[[: d_model ** -0.5]]", dict(d_power=-1.0)),
         ("the factor d_model to the power -0.5 is missing[[: d_model ** -0.5 * ...]]", dict(d_power=0.0)),
-        ("off by one: at every step your rate is the schedule's rate of the NEXT step, as if the step were moved "
-         "by one inside the function. Steps count from 1 and the caller passes the step number itself, so use it "
-         "as it comes", dict(shift=1)),
+        (
+            "off by one: at every step your rate is the schedule's rate of the NEXT step, as if the step were moved "
+            "by one inside the function. Steps count from 1 and the caller passes the step number itself, so use it "
+            "as it comes",
+            dict(shift=1),
+        ),
     ]
     slips = [Slip(hint, knobs) for hint, knobs in bugs]
     for hint, knobs in [*slips, *slip_pairs(slips)]:  # each alone, then two at a time
@@ -104,4 +136,3 @@ def check_noam_rate(fn: Callable[..., float]) -> str:
         f"{expected[index]:.6g}, got {got[index]:.6g}: compare your formula with Eq. 3 of §5.3"
         "[[: factor * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)]]"
     )
-

@@ -12,7 +12,15 @@ import copy
 from collections import Counter
 from typing import Any, Callable
 
-from transformer_lessons.checks.common import NO_RETURN, ExerciseError, Slip, call_answer, exercise, known_bug, slip_bugs
+from transformer_lessons.checks.common import (
+    NO_RETURN,
+    ExerciseError,
+    Slip,
+    call_answer,
+    exercise,
+    known_bug,
+    slip_bugs,
+)
 from transformer_lessons.data import Vocab
 from transformer_lessons.specials import BOS_ID, EOS_ID, PAD_ID, SPECIALS
 
@@ -39,8 +47,15 @@ def _vocab_itos(token_lists, min_freq, *, lower=False, keep=">=", order="frequen
         if count == "last_sentence":  # the Counter re-created inside the loop
             counts = Counter()
         counts.update(dict.fromkeys(tokens, 1) if count == "once_per_sentence" else tokens)
-    passes = {">=": lambda n: n >= min_freq, ">": lambda n: n > min_freq, "<": lambda n: n < min_freq, "all": lambda n: True}[keep]
-    kept = [t for t, n in counts.most_common() if passes(n) and t not in SPECIALS]  # most_common: ties in first-seen order
+    passes = {
+        ">=": lambda n: n >= min_freq,
+        ">": lambda n: n > min_freq,
+        "<": lambda n: n < min_freq,
+        "all": lambda n: True,
+    }[keep]
+    kept = [
+        t for t, n in counts.most_common() if passes(n) and t not in SPECIALS
+    ]  # most_common: ties in first-seen order
     if order == "frequency":
         kept.sort(key=lambda t: (-counts[t], t))
     elif order == "alphabetical":
@@ -62,24 +77,51 @@ def _vocab_bugs(token_lists, min_freq) -> list[tuple[str, Callable[[], list[str]
         return _vocab_itos(token_lists, min_freq, **knobs)
 
     slips = [
-        Slip("you lowercased the tokens: keep their case, 'A' and 'a' are different tokens. The model's output is cased "
-             "English and BLEU is scored on cased text, so the vocabulary must keep case", {"lower": True}),
-        Slip("off by one: keep every token seen AT LEAST min_freq times, count >= min_freq (you used >)", {"keep": ">"}),
-        Slip("the comparison is reversed: keep the FREQUENT tokens, count >= min_freq; the rare ones are the ones that "
-             "become <unk>", {"keep": "<"}),
-        Slip("min_freq is ignored: drop the tokens seen fewer than min_freq times (they become <unk>)", {"keep": "all"}),
+        Slip(
+            "you lowercased the tokens: keep their case, 'A' and 'a' are different tokens. The model's output is cased "
+            "English and BLEU is scored on cased text, so the vocabulary must keep case",
+            {"lower": True},
+        ),
+        Slip(
+            "off by one: keep every token seen AT LEAST min_freq times, count >= min_freq (you used >)", {"keep": ">"}
+        ),
+        Slip(
+            "the comparison is reversed: keep the FREQUENT tokens, count >= min_freq; the rare ones are the ones that "
+            "become <unk>",
+            {"keep": "<"},
+        ),
+        Slip(
+            "min_freq is ignored: drop the tokens seen fewer than min_freq times (they become <unk>)", {"keep": "all"}
+        ),
         Slip("min_freq seems hard-coded to 2: use the argument", {"min_freq": 2}),
-        Slip(f"the tokens are sorted alphabetically: order them by frequency, most frequent first, ties alphabetically: "
-             f"{_ORDER_KEY}", {"order": "alphabetical"}),
-        Slip(f"least frequent first: order by DEcreasing count, ties alphabetically: {_ORDER_KEY}", {"order": "ascending"}),
-        Slip(f"ties are in the order the tokens were first seen (what Counter.most_common gives): break ties "
-             f"alphabetically, {_ORDER_KEY}, so the same data always gives the same ids", {"order": "first_seen"}),
-        Slip(f"ties come out in reverse alphabetical order (reverse=True reverses the tie-break too): use "
-             f"{_ORDER_KEY}", {"order": "reverse"}),
-        Slip("each token is counted once per sentence (a set of the sentence?): count every occurrence, a word used "
-             "twice in a sentence counts twice", {"count": "once_per_sentence"}),
-        Slip("only the last sentence is counted: create the Counter once, before the loop over sentences, and update it "
-             "with every sentence", {"count": "last_sentence"}),
+        Slip(
+            f"the tokens are sorted alphabetically: order them by frequency, most frequent first, ties alphabetically: "
+            f"{_ORDER_KEY}",
+            {"order": "alphabetical"},
+        ),
+        Slip(
+            f"least frequent first: order by DEcreasing count, ties alphabetically: {_ORDER_KEY}",
+            {"order": "ascending"},
+        ),
+        Slip(
+            f"ties are in the order the tokens were first seen (what Counter.most_common gives): break ties "
+            f"alphabetically, {_ORDER_KEY}, so the same data always gives the same ids",
+            {"order": "first_seen"},
+        ),
+        Slip(
+            f"ties come out in reverse alphabetical order (reverse=True reverses the tie-break too): use {_ORDER_KEY}",
+            {"order": "reverse"},
+        ),
+        Slip(
+            "each token is counted once per sentence (a set of the sentence?): count every occurrence, a word used "
+            "twice in a sentence counts twice",
+            {"count": "once_per_sentence"},
+        ),
+        Slip(
+            "only the last sentence is counted: create the Counter once, before the loop over sentences, and update it "
+            "with every sentence",
+            {"count": "last_sentence"},
+        ),
     ]
     return slip_bugs(simulate, slips)
 
@@ -95,7 +137,9 @@ def _expect_token_list(value: Any) -> list[str]:
     if hasattr(value, "itos") and not isinstance(value, (list, tuple)):
         raise ExerciseError(f"return the list of tokens itself (the itos list), not a {type(value).__name__}")
     if isinstance(value, dict):
-        raise ExerciseError("return a list (itos[i] is the token with id i), not a dict: token -> id is stoi, which Vocab derives from the list")
+        raise ExerciseError(
+            "return a list (itos[i] is the token with id i), not a dict: token -> id is stoi, which Vocab derives from the list"
+        )
     if not isinstance(value, (list, tuple)):
         raise ExerciseError(f"return a list of tokens (str), got {type(value).__name__}")
     for item in value:
@@ -155,7 +199,9 @@ def check_build_vocab(fn: Callable[[list[list[str]], int], list[str]]) -> str:
     token_lists = [sentence.split() for sentence in _VOCAB_SENTENCES]
     for min_freq in _VOCAB_CASES:
         inputs = copy.deepcopy(token_lists)
-        got = _expect_token_list(call_answer(fn, inputs, min_freq, hint="the function should accept (token_lists, min_freq)"))
+        got = _expect_token_list(
+            call_answer(fn, inputs, min_freq, hint="the function should accept (token_lists, min_freq)")
+        )
         if inputs != token_lists:
             raise ExerciseError(
                 "your code changed its input token_lists (a sentence list was modified in place): count without "
@@ -176,7 +222,7 @@ def check_build_vocab(fn: Callable[[list[list[str]], int], list[str]]) -> str:
             for hint, simulate in _vocab_bugs(token_lists, min_freq):
                 if got == simulate():
                     raise known_bug(hint)
-            words, want = got[len(SPECIALS):], expected[len(SPECIALS):]
+            words, want = got[len(SPECIALS) :], expected[len(SPECIALS) :]
             counts = {t: sum(s.count(t) for s in token_lists) for t in {*words, *want}}
             extra = [t for t in words if t not in want]
             lost = [t for t in want if t not in words]
@@ -194,12 +240,17 @@ def check_build_vocab(fn: Callable[[list[list[str]], int], list[str]]) -> str:
                     + ". Keep exactly the tokens seen at least min_freq times, case kept"
                 )
             if all(counts[a] >= counts[b] for a, b in zip(words, words[1:])):
-                raise known_bug(f"tokens with the same count must be in alphabetical order, so the same data always "
-                                f"gives the same ids: {_ORDER_KEY}")
-            raise ExerciseError(f"the right tokens, in the wrong order: most frequent first, ties alphabetically: {_ORDER_KEY}")
+                raise known_bug(
+                    f"tokens with the same count must be in alphabetical order, so the same data always "
+                    f"gives the same ids: {_ORDER_KEY}"
+                )
+            raise ExerciseError(
+                f"the right tokens, in the wrong order: most frequent first, ties alphabetically: {_ORDER_KEY}"
+            )
         except ExerciseError as error:
-            error.args = (f"{error.args[0]}\n  {where}, on the captions {_VOCAB_SENTENCES}:\n"
-                          f"  expected {_short_list(expected)}\n  got      {_short_list(got)}",)
+            error.args = (
+                f"{error.args[0]}\n  {where}, on the captions {_VOCAB_SENTENCES}:\n"
+                f"  expected {_short_list(expected)}\n  got      {_short_list(got)}",
+            )
             raise
     return f"specials first, min_freq = {', '.join(map(str, _VOCAB_CASES))}, frequency order with alphabetical ties, case kept"
-

@@ -43,8 +43,6 @@ from transformer_lessons.data.files import (
     SPLIT_SIZES,
     SPLITS,
     URL_TEMPLATE,
-    _CacheWriteError,
-    _download,
     cache_dir,
     fetch,
     file_name,
@@ -52,7 +50,11 @@ from transformer_lessons.data.files import (
     resolve_data_dir,
     sha256_file,
 )
-from transformer_lessons.data.tokenizer import SPACY_PIPELINES, Tokenizer, _load_spacy_tokenizer, _SPACY_COMPONENTS, tokenizer_kind
+from transformer_lessons.data.tokenizer import (
+    SPACY_PIPELINES,
+    Tokenizer,
+    tokenizer_kind,
+)
 from transformer_lessons.data.vocab import VOCAB_FORMAT, Vocab
 from transformer_lessons.errors import DataError
 from transformer_lessons.specials import SPECIALS

@@ -57,7 +57,13 @@ class Batch:
             return t.to(device, non_blocking=t.is_pinned())
 
         return Batch(
-            move(self.src), move(self.tgt_in), move(self.tgt_out), move(self.src_mask), move(self.tgt_mask), self.n_tokens, self.indices
+            move(self.src),
+            move(self.tgt_in),
+            move(self.tgt_out),
+            move(self.src_mask),
+            move(self.tgt_mask),
+            self.n_tokens,
+            self.indices,
         )
 
     def pin_memory(self) -> "Batch":
@@ -184,4 +190,3 @@ class TokenBatcher:
             batch = make_batch([self.pairs[i] for i in idx], self.pad_id, self.bos_id, self.eos_id)
             batch.indices = idx
             yield batch
-

@@ -70,7 +70,9 @@ class Corpus:
         sizes = ", ".join(f"{k}={len(v)}" for k, v in self.pairs.items())
         return f"Corpus({self.src_lang}->{self.tgt_lang}, src_vocab={len(self.src_vocab)}, tgt_vocab={len(self.tgt_vocab)}, {sizes})"
 
-    def batcher(self, split: str, max_tokens: int, shuffle: bool | None = None, seed: int = 0, max_len: int | None = None) -> TokenBatcher:
+    def batcher(
+        self, split: str, max_tokens: int, shuffle: bool | None = None, seed: int = 0, max_len: int | None = None
+    ) -> TokenBatcher:
         """A :class:`TokenBatcher` over one split (shuffled for ``train`` by default).
 
         ``max_len``: skip pairs a model of that ``max_len`` cannot read (see :meth:`too_long`).
@@ -79,7 +81,9 @@ class Corpus:
         pairs = self.pairs[split]
         if max_len is not None:
             pairs = [p for p in pairs if len(p[0]) < max_len and len(p[1]) < max_len]
-        return TokenBatcher(pairs, max_tokens, v.pad_id, v.bos_id, v.eos_id, split == "train" if shuffle is None else shuffle, seed)
+        return TokenBatcher(
+            pairs, max_tokens, v.pad_id, v.bos_id, v.eos_id, split == "train" if shuffle is None else shuffle, seed
+        )
 
     def too_long(self, split: str, max_len: int) -> int:
         """How many pairs of ``split`` a model with this ``max_len`` cannot read:
@@ -120,7 +124,9 @@ class Corpus:
         if not isinstance(data, dict) or data.get("format") != "transformer_lessons.Corpus":
             raise DataError(f"{path} is not a saved Corpus; make one with prepare_corpus(...).save(path)")
         if data.get("version") != CORPUS_FORMAT:
-            raise DataError(f"{path} has Corpus format {data.get('version')!r}, this code reads {CORPUS_FORMAT}; save it again")
+            raise DataError(
+                f"{path} has Corpus format {data.get('version')!r}, this code reads {CORPUS_FORMAT}; save it again"
+            )
         try:
             tuples = lambda d: {k: [tuple(p) for p in v] for k, v in d.items()}  # noqa: E731  (JSON has no tuples)
             return cls(
@@ -135,7 +141,6 @@ class Corpus:
             )
         except (KeyError, TypeError, AttributeError) as err:
             raise DataError(f"{path} is a damaged Corpus file ({err!r}); save it again") from err
-
 
 
 # --------------------------------------------------------------------------------------
@@ -275,7 +280,9 @@ def prepare_corpus(
         tgt_bpe = BPE.learn((t for _, t in tokens["train"]), bpe_merges)
     src_vocab = Vocab.build((s for s, _ in tokens["train"]), min_freq=min_freq, bpe=src_bpe)
     tgt_vocab = Vocab.build((t for _, t in tokens["train"]), min_freq=min_freq, bpe=tgt_bpe)
-    pairs = {split: [(src_vocab.encode_words(s), tgt_vocab.encode_words(t)) for s, t in tokens[split]] for split in splits}
+    pairs = {
+        split: [(src_vocab.encode_words(s), tgt_vocab.encode_words(t)) for s, t in tokens[split]] for split in splits
+    }
     info = {
         "min_freq": min_freq,
         "drop_longer_than": drop_longer_than,

@@ -26,8 +26,14 @@ TEST_2016_FLICKR = {
         "Five people wearing winter jackets and helmets stand in the snow, with snowmobiles in the background.",
     ),
     8: ("Ein Typ arbeitet an einem Gebäude.", "A guy works on a building."),
-    9: ("Ein Mann in einer Weste sitzt auf einem Stuhl und hält Magazine.", "A man in a vest is sitting in a chair and holding magazines."),
-    18: ("Die Person im gestreiften Shirt klettert auf einen Berg.", "The person in the striped shirt is mountain climbing."),
+    9: (
+        "Ein Mann in einer Weste sitzt auf einem Stuhl und hält Magazine.",
+        "A man in a vest is sitting in a chair and holding magazines.",
+    ),
+    18: (
+        "Die Person im gestreiften Shirt klettert auf einen Berg.",
+        "The person in the striped shirt is mountain climbing.",
+    ),
     20: ("Leute, die vor einem Gebäude stehen.", "People standing outside of a building."),
     32: ("Ein Kind planscht im Wasser.", "A child is splashing in the water"),  # sic: the reference has no full stop
 }

@@ -145,7 +145,9 @@ def _where_to_put_files(name: str) -> str:
 
 def _from_local_dir(directory: Path, name: str) -> Path:
     if not directory.is_dir():
-        where = directory if directory.is_absolute() else f"{directory} (relative to the working directory {Path.cwd()})"
+        where = (
+            directory if directory.is_absolute() else f"{directory} (relative to the working directory {Path.cwd()})"
+        )
         raise DataError(
             f"the data directory {where} does not exist or is not a directory (it came from data_dir= or ${DATA_ENV}). "
             f"Point it at a folder holding the Multi30k .gz files, or unset {DATA_ENV} to download them."
@@ -204,7 +206,9 @@ def _download(url: str, target: Path, progress: bool) -> str:
             raise _CacheWriteError(err) from err
         with out, urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as response:
             size = response.headers.get("Content-Length")
-            bar = tqdm(total=int(size) if size else None, unit="B", unit_scale=True, desc=target.name, disable=not progress)
+            bar = tqdm(
+                total=int(size) if size else None, unit="B", unit_scale=True, desc=target.name, disable=not progress
+            )
             with bar:
                 for chunk in iter(lambda: response.read(1 << 16), b""):  # the network: OSError goes on
                     try:  # the disk
@@ -314,7 +318,9 @@ def load_split(split: str, data_dir: str | os.PathLike | None = None, progress: 
     en_path = fetch(split, "en", data_dir, progress)
     de, en = _read_lines(de_path), _read_lines(en_path)
     if len(de) != len(en):
-        raise DataError(f"{de_path} has {len(de)} lines but {en_path} has {len(en)}; line i of one must translate line i of the other")
+        raise DataError(
+            f"{de_path} has {len(de)} lines but {en_path} has {len(en)}; line i of one must translate line i of the other"
+        )
     return list(zip(de, en))
 
 

@@ -40,14 +40,48 @@ def tokenizer_kind(lang: str) -> str:
 
 
 # Detokenization rules. Tokens that attach to the word before them...
-_NO_SPACE_BEFORE = {".", ",", "!", "?", ";", ":", "%", ")", "]", "}", "...", "..", "“", "n't", "'s", "'S", "’s", "'re", "'ve", "'ll", "'d", "'m", "’"}
+_NO_SPACE_BEFORE = {
+    ".",
+    ",",
+    "!",
+    "?",
+    ";",
+    ":",
+    "%",
+    ")",
+    "]",
+    "}",
+    "...",
+    "..",
+    "“",
+    "n't",
+    "'s",
+    "'S",
+    "’s",
+    "'re",
+    "'ve",
+    "'ll",
+    "'d",
+    "'m",
+    "’",
+}
 # ...and tokens that attach to the word after them.
 _NO_SPACE_AFTER = {"(", "[", "{", "$", "#", "„", "‘", "`", "``"}
 _WORDLIKE = re.compile(r"^\w", re.UNICODE)
 
 
 #: The components of spaCy's small trained pipelines, none of which we use (used when a package's meta.json cannot be read).
-_SPACY_COMPONENTS = ("tok2vec", "tagger", "morphologizer", "parser", "attribute_ruler", "lemmatizer", "trainable_lemmatizer", "ner", "senter")
+_SPACY_COMPONENTS = (
+    "tok2vec",
+    "tagger",
+    "morphologizer",
+    "parser",
+    "attribute_ruler",
+    "lemmatizer",
+    "trainable_lemmatizer",
+    "ner",
+    "senter",
+)
 
 
 @functools.lru_cache(maxsize=None)
@@ -152,7 +186,15 @@ class Tokenizer:
                 attach, attach_next = True, True  # "t - shirt" -> "t-shirt"
             elif tok == "amp" and prev == "&" and nxt == ";":
                 attach = True  # the HTML entity "&amp;" in some captions
-            elif tok in ("/", "&") and prev and nxt and prev.isalnum() and nxt.isalnum() and len(prev) <= 2 and len(nxt) <= 2:
+            elif (
+                tok in ("/", "&")
+                and prev
+                and nxt
+                and prev.isalnum()
+                and nxt.isalnum()
+                and len(prev) <= 2
+                and len(nxt) <= 2
+            ):
                 attach, attach_next = True, True  # "R & B", "A/C"
             if tok in _NO_SPACE_AFTER:
                 attach_next = True

@@ -49,7 +49,7 @@ class Vocab:
     def __init__(self, itos: Sequence[str], bpe: "BPE | None" = None):
         itos = list(itos)
         if tuple(itos[: len(SPECIALS)]) != SPECIALS:
-            raise ValueError(f"a Vocab starts with the specials {SPECIALS}, got {itos[:len(SPECIALS)]}")
+            raise ValueError(f"a Vocab starts with the specials {SPECIALS}, got {itos[: len(SPECIALS)]}")
         if len(set(itos)) != len(itos):
             dupes = [t for t, n in Counter(itos).items() if n > 1][:5]
             raise ValueError(f"a Vocab's tokens must be unique; repeated: {dupes}")
@@ -59,7 +59,11 @@ class Vocab:
 
     @classmethod
     def build(
-        cls, token_lists: Iterable[Sequence[str]], min_freq: int = 2, max_size: int | None = None, bpe: "BPE | None" = None
+        cls,
+        token_lists: Iterable[Sequence[str]],
+        min_freq: int = 2,
+        max_size: int | None = None,
+        bpe: "BPE | None" = None,
     ) -> "Vocab":
         """Count tokens and keep those seen at least ``min_freq`` times.
 
@@ -164,15 +168,21 @@ class Vocab:
         if not isinstance(data, dict) or data.get("format") != "transformer_lessons.Vocab":
             raise DataError("not a saved Vocab (no 'format': 'transformer_lessons.Vocab'); rebuild it with Vocab.build")
         if data.get("version") != VOCAB_FORMAT:
-            raise DataError(f"Vocab format version {data.get('version')!r} is not supported (this code reads {VOCAB_FORMAT}); rebuild it")
+            raise DataError(
+                f"Vocab format version {data.get('version')!r} is not supported (this code reads {VOCAB_FORMAT}); rebuild it"
+            )
         itos = data.get("itos")
         if not isinstance(itos, list) or not all(isinstance(t, str) for t in itos):
             raise DataError("a saved Vocab's 'itos' must be a list of strings; the file is damaged, rebuild it")
         bpe = None
         if data.get("bpe") is not None:
             merges = data["bpe"].get("merges") if isinstance(data["bpe"], dict) else None
-            if not isinstance(merges, list) or not all(isinstance(m, list) and len(m) == 2 and all(isinstance(x, str) for x in m) for m in merges):
-                raise DataError("a saved Vocab's 'bpe' must hold 'merges', a list of [str, str] pairs; the file is damaged, rebuild it")
+            if not isinstance(merges, list) or not all(
+                isinstance(m, list) and len(m) == 2 and all(isinstance(x, str) for x in m) for m in merges
+            ):
+                raise DataError(
+                    "a saved Vocab's 'bpe' must hold 'merges', a list of [str, str] pairs; the file is damaged, rebuild it"
+                )
             bpe = BPE(merges)
         try:
             return cls(itos, bpe=bpe)
@@ -187,4 +197,3 @@ class Vocab:
     def load(cls, path: str | os.PathLike) -> "Vocab":
         """Read a file written by :meth:`save`; a broken file raises :class:`DataError`."""
         return cls.from_dict(read_json(Path(path), "Vocab"))
-

@@ -36,13 +36,23 @@ outputs, and an export is never an empty box).
 
 from __future__ import annotations
 
-# Besides the functions of __all__, the widget classes (for isinstance and type hints) and the
-# colour and size constants stay importable as viz.<name>, as they were from the single viz.py.
 from transformer_lessons.viz.widgets import HIGHLIGHT_COLOR, MEAN_OF_HEADS, WIDGET_DPI
 from transformer_lessons.viz.explorer import KIND_LABELS, AttentionExplorer, attention_explorer
 from transformer_lessons.viz.kv_cache import plot_decode_times, plot_kv_cache
-from transformer_lessons.viz.heatmaps import ALLOWED_COLOR, ATTENTION_CMAP, BLOCKED_COLOR, plot_attention, plot_heads, plot_mask
-from transformer_lessons.viz.positional import PE_CMAP, PositionalEncodingExplorer, plot_positional_encoding, positional_encoding_explorer
+from transformer_lessons.viz.heatmaps import (
+    ALLOWED_COLOR,
+    ATTENTION_CMAP,
+    BLOCKED_COLOR,
+    plot_attention,
+    plot_heads,
+    plot_mask,
+)
+from transformer_lessons.viz.positional import (
+    PE_CMAP,
+    PositionalEncodingExplorer,
+    plot_positional_encoding,
+    positional_encoding_explorer,
+)
 from transformer_lessons.viz.stepper import GenerationStepper, generation_stepper
 from transformer_lessons.viz.training import plot_history, plot_label_smoothing, plot_learning_rate
 from transformer_lessons.viz.translator import MAX_WIDGET_BEAM, Translator, translator
@@ -61,4 +71,20 @@ __all__ = [
     "plot_positional_encoding",
     "positional_encoding_explorer",
     "translator",
+]
+# Stay importable as viz.<name> (isinstance, type hints, the colours), as they were from the single viz.py:
+__all__ += [
+    "ALLOWED_COLOR",
+    "ATTENTION_CMAP",
+    "BLOCKED_COLOR",
+    "HIGHLIGHT_COLOR",
+    "KIND_LABELS",
+    "MAX_WIDGET_BEAM",
+    "MEAN_OF_HEADS",
+    "PE_CMAP",
+    "WIDGET_DPI",
+    "AttentionExplorer",
+    "GenerationStepper",
+    "PositionalEncodingExplorer",
+    "Translator",
 ]

@@ -24,7 +24,9 @@ def squeeze_leading(a: np.ndarray, ndim: int, name: str) -> np.ndarray:
     while a.ndim > ndim and a.shape[0] == 1:
         a = a[0]
     if a.ndim != ndim:
-        raise ValueError(f"{name} must have {ndim} dimensions (after dropping leading size-1 axes), got shape {tuple(a.shape)}")
+        raise ValueError(
+            f"{name} must have {ndim} dimensions (after dropping leading size-1 axes), got shape {tuple(a.shape)}"
+        )
     return a
 
 
@@ -53,7 +55,9 @@ def label_axes(ax: Axes, x_labels, y_labels) -> None:
     """Token labels: keys along x (rotated so long words fit), queries along y."""
     if x_labels is not None:
         ax.set_xticks(np.arange(len(x_labels)) + 0.5)
-        ax.set_xticklabels(x_labels, rotation=45, ha="right", rotation_mode="anchor", fontsize=_tick_fontsize(len(x_labels)))
+        ax.set_xticklabels(
+            x_labels, rotation=45, ha="right", rotation_mode="anchor", fontsize=_tick_fontsize(len(x_labels))
+        )
     if y_labels is not None:
         ax.set_yticks(np.arange(len(y_labels)) + 0.5)
         ax.set_yticklabels(y_labels, rotation=0, fontsize=_tick_fontsize(len(y_labels)))

@@ -38,7 +38,9 @@ def _token_batch(tokens, batch: int, name: str) -> list[list[str]] | None:
         return None
     if is_one_sentence(tokens):
         if batch != 1:
-            raise ValueError(f"{name} is one sentence but the attention holds a batch of {batch}: pass a list of {batch} token lists")
+            raise ValueError(
+                f"{name} is one sentence but the attention holds a batch of {batch}: pass a list of {batch} token lists"
+            )
         return [[str(t) for t in tokens]]
     if len(tokens) != batch:
         raise ValueError(f"{name} has {len(tokens)} sentences but the attention holds a batch of {batch}")
@@ -79,8 +81,18 @@ class AttentionExplorer(FigureWidget):
 
     _kind_name = "attention explorer"
 
-    def __init__(self, attention, src_tokens, tgt_tokens=None, title: str | None = None, *, tgt_inputs=None,
-                 kind: str | None = None, layer: int = 0, head=MEAN_OF_HEADS):
+    def __init__(
+        self,
+        attention,
+        src_tokens,
+        tgt_tokens=None,
+        title: str | None = None,
+        *,
+        tgt_inputs=None,
+        kind: str | None = None,
+        layer: int = 0,
+        head=MEAN_OF_HEADS,
+    ):
         self._layers = _attention_layers(attention)
         first = next(iter(self._layers.values()))[0]
         batch = first.shape[0]
@@ -90,10 +102,14 @@ class AttentionExplorer(FigureWidget):
         self._title = title
         kind = next(iter(self._layers)) if kind is None else kind
         if kind not in self._layers:
-            raise ValueError(f"kind={kind!r} is not in the attention given; it holds {', '.join(map(repr, self._layers))}")
+            raise ValueError(
+                f"kind={kind!r} is not in the attention given; it holds {', '.join(map(repr, self._layers))}"
+            )
         n_layers = len(self._layers[kind])
         if not -n_layers <= layer < n_layers:
-            raise ValueError(f"layer={layer} is out of range: {kind!r} has {n_layers} layer(s) (negative counts from the last)")
+            raise ValueError(
+                f"layer={layer} is out of range: {kind!r} has {n_layers} layer(s) (negative counts from the last)"
+            )
         layer %= n_layers
         n_heads0 = self._layers[kind][layer].shape[1]
         if head != MEAN_OF_HEADS and not (isinstance(head, int) and 0 <= head < n_heads0):
@@ -106,18 +122,24 @@ class AttentionExplorer(FigureWidget):
         style = {"description_width": "70px"}
         if len(self._layers) > 1:
             controls["kind"] = widgets.Dropdown(
-                options=[(KIND_LABELS.get(k, k), k) for k in self._layers], value=self._state["kind"],
-                description="attention", style=style, layout=widgets.Layout(width="380px"),
+                options=[(KIND_LABELS.get(k, k), k) for k in self._layers],
+                value=self._state["kind"],
+                description="attention",
+                style=style,
+                layout=widgets.Layout(width="380px"),
             )
         if max_layers > 1:
-            controls["layer"] = widgets.IntSlider(value=layer, min=0, max=n_layers - 1,
-                                                  description="layer", style=style, continuous_update=False)
+            controls["layer"] = widgets.IntSlider(
+                value=layer, min=0, max=n_layers - 1, description="layer", style=style, continuous_update=False
+            )
         if max_heads > 1:
-            controls["head"] = widgets.Dropdown(options=head_options(n_heads0), value=head,
-                                                description="head", style=style)
+            controls["head"] = widgets.Dropdown(
+                options=head_options(n_heads0), value=head, description="head", style=style
+            )
         if batch > 1:
-            controls["sentence"] = widgets.IntSlider(value=0, min=0, max=batch - 1, description="sentence",
-                                                     style=style, continuous_update=False)
+            controls["sentence"] = widgets.IntSlider(
+                value=0, min=0, max=batch - 1, description="sentence", style=style, continuous_update=False
+            )
         super().__init__(controls)
         self._update()
 
@@ -148,7 +170,9 @@ class AttentionExplorer(FigureWidget):
             if "head" in self.controls:
                 dropdown = self.controls["head"]
                 if len(dropdown.options) != n_heads + 1:
-                    keep = dropdown.value if dropdown.value == MEAN_OF_HEADS or dropdown.value < n_heads else MEAN_OF_HEADS
+                    keep = (
+                        dropdown.value if dropdown.value == MEAN_OF_HEADS or dropdown.value < n_heads else MEAN_OF_HEADS
+                    )
                     dropdown.options = head_options(n_heads)
                     dropdown.value = keep
                 self._state["head"] = dropdown.value
@@ -189,7 +213,10 @@ class AttentionExplorer(FigureWidget):
             "encoder": ("source tokens (keys)", "source tokens (queries)"),
             "decoder_self": ("target tokens (keys)", "target tokens (queries)"),
         }.get(kind, ("source tokens (keys)", "target tokens (queries)"))
-        if self._tgt_in is not None and kind in ("decoder_self", "cross"):  # rows say which convention: what a step writes
+        if self._tgt_in is not None and kind in (
+            "decoder_self",
+            "cross",
+        ):  # rows say which convention: what a step writes
             ylabel = "step: the token it writes (queries)"
             if kind == "decoder_self":
                 xlabel = "the tokens it reads (keys)"
@@ -202,8 +229,17 @@ class AttentionExplorer(FigureWidget):
         return fig
 
 
-def attention_explorer(attention, src_tokens, tgt_tokens=None, title: str | None = None, *, tgt_inputs=None,
-                       kind: str | None = None, layer: int = 0, head=MEAN_OF_HEADS) -> AttentionExplorer:
+def attention_explorer(
+    attention,
+    src_tokens,
+    tgt_tokens=None,
+    title: str | None = None,
+    *,
+    tgt_inputs=None,
+    kind: str | None = None,
+    layer: int = 0,
+    head=MEAN_OF_HEADS,
+) -> AttentionExplorer:
     """Interactive heatmap of attention weights: pick kind, layer, head and sentence.
 
     Args:
@@ -237,4 +273,6 @@ def attention_explorer(attention, src_tokens, tgt_tokens=None, title: str | None
         ``.current_matrix()`` (the 2-D array shown), ``.current_tokens()``,
         ``.figure``.
     """
-    return AttentionExplorer(attention, src_tokens, tgt_tokens, title, tgt_inputs=tgt_inputs, kind=kind, layer=layer, head=head)
+    return AttentionExplorer(
+        attention, src_tokens, tgt_tokens, title, tgt_inputs=tgt_inputs, kind=kind, layer=layer, head=head
+    )

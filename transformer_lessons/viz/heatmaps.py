@@ -98,8 +98,9 @@ def plot_attention(
     return ax
 
 
-def plot_heads(weights, x_labels=None, y_labels=None, title: str | None = None, *,
-               xlabel: str = "keys", ylabel: str = "queries") -> Figure:
+def plot_heads(
+    weights, x_labels=None, y_labels=None, title: str | None = None, *, xlabel: str = "keys", ylabel: str = "queries"
+) -> Figure:
     """One heatmap per head, side by side, on one shared 0..1 colour scale.
 
     Args:
@@ -120,8 +121,11 @@ def plot_heads(weights, x_labels=None, y_labels=None, title: str | None = None, 
     nrows = math.ceil(H / ncols)
     cell = 0.42 if max(T, S) <= 20 else max(0.15, 6.0 / max(T, S))
     fig, axes = plt.subplots(
-        nrows, ncols, figsize=(min(18.0, ncols * (S * cell + 0.6) + 1.8), min(16.0, nrows * (T * cell + 1.1) + 0.5)),
-        layout="constrained", squeeze=False,
+        nrows,
+        ncols,
+        figsize=(min(18.0, ncols * (S * cell + 0.6) + 1.8), min(16.0, nrows * (T * cell + 1.1) + 0.5)),
+        layout="constrained",
+        squeeze=False,
     )
     for h, ax in enumerate(axes.flat):
         if h >= H:
@@ -129,8 +133,13 @@ def plot_heads(weights, x_labels=None, y_labels=None, title: str | None = None, 
             continue
         row, col = divmod(h, ncols)
         draw_attention(
-            ax, heads[h], x_labels, y_labels, cbar=False,
-            xlabel=xlabel if row == nrows - 1 else None, ylabel=ylabel if col == 0 else None,
+            ax,
+            heads[h],
+            x_labels,
+            y_labels,
+            cbar=False,
+            xlabel=xlabel if row == nrows - 1 else None,
+            ylabel=ylabel if col == 0 else None,
         )
         if col > 0:  # the tokens are the same in every panel: label the first column only
             ax.set_yticklabels([])
@@ -182,7 +191,10 @@ def plot_mask(mask, x_labels=None, y_labels=None, ax: Axes | None = None, title:
     ax.set_xlabel("keys")
     ax.set_ylabel("queries")
     ax.legend(
-        handles=[Patch(color=ALLOWED_COLOR, label="True: may attend"), Patch(color=BLOCKED_COLOR, label="False: blocked")],
+        handles=[
+            Patch(color=ALLOWED_COLOR, label="True: may attend"),
+            Patch(color=BLOCKED_COLOR, label="False: blocked"),
+        ],
         loc="upper left",
         bbox_to_anchor=(1.02, 1.0),
         frameon=False,

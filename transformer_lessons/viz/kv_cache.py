@@ -22,21 +22,42 @@ _DEPTH = 0.35  # offset of the shadow slabs that stand for the H heads and B sen
 _HEIGHT = 3.0  # the Dh axis, drawn this tall
 
 
-def _slab(ax, x: float, y: float, colors: Sequence, label: str, dashed_next: bool = False, text_color: str = "white") -> float:
+def _slab(
+    ax, x: float, y: float, colors: Sequence, label: str, dashed_next: bool = False, text_color: str = "white"
+) -> float:
     """One ``(Dh, columns)`` slab at ``(x, y)``, two shadows behind it, columns numbered; returns its right edge."""
     width = len(colors) + (1 if dashed_next else 0)
     for depth in (2, 1):  # the other heads / sentences, behind
-        ax.add_patch(Rectangle((x + depth * _DEPTH, y + depth * _DEPTH), width, _HEIGHT, facecolor="#f0f0f0",
-                               edgecolor="#b0b0b0", lw=0.8, zorder=1 - depth))
+        ax.add_patch(
+            Rectangle(
+                (x + depth * _DEPTH, y + depth * _DEPTH),
+                width,
+                _HEIGHT,
+                facecolor="#f0f0f0",
+                edgecolor="#b0b0b0",
+                lw=0.8,
+                zorder=1 - depth,
+            )
+        )
     for i, color in enumerate(colors):
         ax.add_patch(Rectangle((x + i, y), 1, _HEIGHT, facecolor=color, edgecolor="white", lw=1.2, zorder=2))
         ax.text(x + i + 0.5, y + _HEIGHT / 2, str(i), ha="center", va="center", fontsize=8, color=text_color, zorder=3)
     if dashed_next:
-        ax.add_patch(Rectangle((x + len(colors), y), 1, _HEIGHT, facecolor="white", edgecolor="#d62728", lw=1.4,
-                               ls="--", zorder=2))
+        ax.add_patch(
+            Rectangle(
+                (x + len(colors), y), 1, _HEIGHT, facecolor="white", edgecolor="#d62728", lw=1.4, ls="--", zorder=2
+            )
+        )
         ax.text(x + len(colors) + 0.5, y - 0.2, "next", ha="center", va="top", fontsize=8, color="#d62728")
-    ax.text(x + width / 2, y + _HEIGHT + 2.5 * _DEPTH + 0.15, label, ha="center", va="bottom", fontsize=10,
-            family="monospace")
+    ax.text(
+        x + width / 2,
+        y + _HEIGHT + 2.5 * _DEPTH + 0.15,
+        label,
+        ha="center",
+        va="bottom",
+        fontsize=10,
+        family="monospace",
+    )
     return x + width
 
 
@@ -46,7 +67,9 @@ def _arrow(ax, start: tuple[float, float], end: tuple[float, float], label: str,
     ax.text((start[0] + end[0]) / 2, (start[1] + end[1]) / 2 - below, label, fontsize=9, **text)
 
 
-def plot_kv_cache(n_layers: int = 3, t: int = 4, S: int = 6, n_heads: int = 8, d_head: int = 32, batch: int = 1) -> Figure:
+def plot_kv_cache(
+    n_layers: int = 3, t: int = 4, S: int = 6, n_heads: int = 8, d_head: int = 32, batch: int = 1
+) -> Figure:
     """The key/value cache of a decoder after ``t`` steps, layer by layer.
 
     Each slab is one sentence and one head: ``Dh`` tall, one column per position.
@@ -82,15 +105,36 @@ def plot_kv_cache(n_layers: int = 3, t: int = 4, S: int = 6, n_heads: int = 8, d
         _slab(ax, self_v_x, y, colors, "self_v", dashed_next=True)
         _slab(ax, cross_k_x, y, [_CROSS_COLOR] * S, "cross_k", text_color="#333333")
         _slab(ax, cross_v_x, y, [_CROSS_COLOR] * S, "cross_v", text_color="#333333")
-    ax.text((self_v_x + t + 1) / 2, top, f"self-attention, per layer: (B, H, t, Dh) = ({batch}, {n_heads}, {t}, {d_head})\n"
-            "one column more at every step", ha="center", va="bottom", fontsize=10.5)
-    ax.text((cross_k_x + cross_v_x + S) / 2, top, f"cross-attention, per layer: (B, H, S, Dh) = ({batch}, {n_heads}, {S}, {d_head})\n"
-            "computed once per sentence, from the encoder's output", ha="center", va="bottom", fontsize=10.5)
+    ax.text(
+        (self_v_x + t + 1) / 2,
+        top,
+        f"self-attention, per layer: (B, H, t, Dh) = ({batch}, {n_heads}, {t}, {d_head})\n"
+        "one column more at every step",
+        ha="center",
+        va="bottom",
+        fontsize=10.5,
+    )
+    ax.text(
+        (cross_k_x + cross_v_x + S) / 2,
+        top,
+        f"cross-attention, per layer: (B, H, S, Dh) = ({batch}, {n_heads}, {S}, {d_head})\n"
+        "computed once per sentence, from the encoder's output",
+        ha="center",
+        va="bottom",
+        fontsize=10.5,
+    )
     _arrow(ax, (0, -0.9), (t, -0.9), "t positions decoded", below=0.2, ha="center", va="top")
     _arrow(ax, (cross_k_x, -0.9), (cross_k_x + S, -0.9), "S source positions", below=0.2, ha="center", va="top")
     _arrow(ax, (-0.35, 0), (-0.35, _HEIGHT), "Dh ", ha="right", va="center")
-    ax.text(right, bottom + 0.1, "behind each slab: the other heads (H) and sentences (B)", ha="right", va="bottom",
-            fontsize=8.5, color="#777777")
+    ax.text(
+        right,
+        bottom + 0.1,
+        "behind each slab: the other heads (H) and sentences (B)",
+        ha="right",
+        va="bottom",
+        fontsize=8.5,
+        color="#777777",
+    )
     ax.set_xlim(left, right + 0.2)
     ax.set_ylim(bottom, top + 2.2)
     ax.set_aspect("equal")

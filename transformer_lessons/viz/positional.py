@@ -59,8 +59,12 @@ class PositionalEncodingExplorer(FigureWidget):
         self.base = base
         style = {"description_width": "80px"}
         controls = {
-            "position": widgets.IntSlider(value=min(10, max_len - 1), min=0, max=max_len - 1, description="position", style=style),
-            "dimension": widgets.IntSlider(value=min(4, d_model - 1), min=0, max=d_model - 1, description="dimension", style=style),
+            "position": widgets.IntSlider(
+                value=min(10, max_len - 1), min=0, max=max_len - 1, description="position", style=style
+            ),
+            "dimension": widgets.IntSlider(
+                value=min(4, d_model - 1), min=0, max=d_model - 1, description="dimension", style=style
+            ),
         }
         super().__init__(controls)
         self._update()
@@ -103,7 +107,9 @@ class PositionalEncodingExplorer(FigureWidget):
         fig.colorbar(image, ax=ax_table, shrink=0.8)
         # Outline the selected row and column on the table.
         ax_table.add_patch(Rectangle((-0.5, p - 0.5), D, 1, fill=False, edgecolor="black", linewidth=1.6))
-        ax_table.add_patch(Rectangle((i - 0.5, -0.5), 1, L, fill=False, edgecolor="black", linewidth=1.6, linestyle="--"))
+        ax_table.add_patch(
+            Rectangle((i - 0.5, -0.5), 1, L, fill=False, edgecolor="black", linewidth=1.6, linestyle="--")
+        )
         ax_table.set_xlabel("dimension i")
         ax_table.set_ylabel("position pos")
         ax_table.set_title(f"table {L} × {D}")
@@ -112,7 +118,10 @@ class PositionalEncodingExplorer(FigureWidget):
         ax_col.plot(np.arange(L), self.current_column(), color=HIGHLIGHT_COLOR)
         ax_col.plot([p], [self.table[p, i]], "o", color="black")
         fn = "sin" if i % 2 == 0 else "cos"
-        ax_col.set_title(f"dimension {i} = {fn}(pos / {self.base:g}^({i - i % 2}/{D})), wavelength {self.wavelength():.1f} positions", fontsize=10)
+        ax_col.set_title(
+            f"dimension {i} = {fn}(pos / {self.base:g}^({i - i % 2}/{D})), wavelength {self.wavelength():.1f} positions",
+            fontsize=10,
+        )
         ax_col.set_xlabel("position pos")
         ax_col.set_ylim(-1.15, 1.15)
         ax_col.grid(alpha=0.3)
@@ -127,7 +136,9 @@ class PositionalEncodingExplorer(FigureWidget):
         return fig
 
 
-def positional_encoding_explorer(max_len: int = 100, d_model: int = 64, base: float = 10000.0) -> PositionalEncodingExplorer:
+def positional_encoding_explorer(
+    max_len: int = 100, d_model: int = 64, base: float = 10000.0
+) -> PositionalEncodingExplorer:
     """Sliders over position and dimension of the sinusoidal table (paper §3.5).
 
     Shows the table with the selected position (row, solid black) and dimension

@@ -39,7 +39,9 @@ def _cross_layers(cross_attention) -> list[np.ndarray]:
         a = to_numpy(w).astype(float)
         if a.ndim == 4:
             if a.shape[0] != 1:
-                raise ValueError(f"generation_stepper shows one sentence; got a batch of {a.shape[0]} (index it, e.g. weights[i:i+1])")
+                raise ValueError(
+                    f"generation_stepper shows one sentence; got a batch of {a.shape[0]} (index it, e.g. weights[i:i+1])"
+                )
             a = a[0]
         while a.ndim < 3:
             a = a[None]
@@ -74,11 +76,14 @@ class GenerationStepper(FigureWidget):
             "step": widgets.IntSlider(value=0, min=0, max=len(self.tgt_tokens) - 1, description="step", style=style),
         }
         if len(self._layers) > 1:
-            controls["layer"] = widgets.IntSlider(value=len(self._layers) - 1, min=0, max=len(self._layers) - 1,
-                                                  description="layer", style=style)
+            controls["layer"] = widgets.IntSlider(
+                value=len(self._layers) - 1, min=0, max=len(self._layers) - 1, description="layer", style=style
+            )
         n_heads = self._layers[0].shape[0]
         if n_heads > 1:
-            controls["head"] = widgets.Dropdown(options=head_options(n_heads), value=MEAN_OF_HEADS, description="head", style=style)
+            controls["head"] = widgets.Dropdown(
+                options=head_options(n_heads), value=MEAN_OF_HEADS, description="head", style=style
+            )
         self.html = widgets.HTML()
         super().__init__(controls, extra=[self.html])
         self._update()
@@ -113,7 +118,9 @@ class GenerationStepper(FigureWidget):
         return (f"{self._title}: " if self._title else "") + text
 
     def _before_draw(self) -> None:
-        done = "".join(f"<span style='margin-right:0.4em'>{html.escape(w)}</span>" for w in self.tgt_tokens[: self.step])
+        done = "".join(
+            f"<span style='margin-right:0.4em'>{html.escape(w)}</span>" for w in self.tgt_tokens[: self.step]
+        )
         current = html.escape(self.tgt_tokens[self.step])
         self.html.value = (
             "<div style='font-size:1.15em;line-height:1.8'><b>generated so far:</b> "
@@ -136,8 +143,15 @@ class GenerationStepper(FigureWidget):
         ax_bar.set_title(self.describe(), fontsize=11)
         ax_bar.tick_params(labelbottom=False)
         ax_bar.grid(alpha=0.3, axis="y")
-        draw_attention(ax_heat, matrix, self.src_tokens, self.tgt_tokens, cbar=False,
-                        xlabel="source words (keys)", ylabel="step: the word it writes")
+        draw_attention(
+            ax_heat,
+            matrix,
+            self.src_tokens,
+            self.tgt_tokens,
+            cbar=False,
+            xlabel="source words (keys)",
+            ylabel="step: the word it writes",
+        )
         ax_heat.set_aspect("auto")
         ax_heat.add_patch(Rectangle((0, t), S, 1, fill=False, edgecolor=HIGHLIGHT_COLOR, linewidth=2.5))
         return fig

@@ -54,7 +54,9 @@ def plot_history(history) -> Figure:
     panels = [(name, ks) for name, ks in panels if ks]
     if not panels:
         raise ValueError(f"history has no loss, BLEU or learning-rate keys to plot (keys: {keys})")
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.8 * len(panels) + 0.4, 3.6), layout="constrained", squeeze=False)
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(4.8 * len(panels) + 0.4, 3.6), layout="constrained", squeeze=False
+    )
     marker = "o" if len(records) <= 30 else None
     for ax, (name, ks) in zip(axes.flat, panels):
         for k in ks:
@@ -151,12 +153,21 @@ def plot_label_smoothing(distribution, labels=None, title: str | None = None, *,
     row_labels = check_labels(row_labels, T, "row_labels") or [f"position {t}" for t in range(T)]
     if T > 8:
         fig, ax = plt.subplots(figsize=heatmap_size(T, V), layout="constrained")
-        sns.heatmap(dist, ax=ax, cmap="Blues", vmin=0, vmax=1, xticklabels=labels, yticklabels=row_labels,
-                    cbar_kws={"label": "target probability"})
+        sns.heatmap(
+            dist,
+            ax=ax,
+            cmap="Blues",
+            vmin=0,
+            vmax=1,
+            xticklabels=labels,
+            yticklabels=row_labels,
+            cbar_kws={"label": "target probability"},
+        )
         ax.set_xlabel("vocabulary")
     else:
-        fig, axes = plt.subplots(T, 1, figsize=(max(5.0, 0.45 * V + 1.5), 2.3 * T + 0.6), sharex=True,
-                                 layout="constrained", squeeze=False)
+        fig, axes = plt.subplots(
+            T, 1, figsize=(max(5.0, 0.45 * V + 1.5), 2.3 * T + 0.6), sharex=True, layout="constrained", squeeze=False
+        )
         x = np.arange(V)
         for t, ax in enumerate(axes[:, 0]):
             colors = ["#9fc5e8"] * V
@@ -169,7 +180,11 @@ def plot_label_smoothing(distribution, labels=None, title: str | None = None, *,
             if T > 1:
                 ax.set_title(row_labels[t], fontsize=10, loc="left")
         axes[-1, 0].set_xticks(x)
-        axes[-1, 0].set_xticklabels(labels, rotation=45 if max(map(len, labels)) > 3 else 0, ha="right" if max(map(len, labels)) > 3 else "center")
+        axes[-1, 0].set_xticklabels(
+            labels,
+            rotation=45 if max(map(len, labels)) > 3 else 0,
+            ha="right" if max(map(len, labels)) > 3 else "center",
+        )
         axes[-1, 0].set_xlabel("vocabulary")
     if title:
         fig.suptitle(title)

@@ -22,8 +22,16 @@ MAX_WIDGET_BEAM = 8  # the translator's beam slider: beyond ~8 beams Multi30k ga
 class Translator(LiveWithStaticCopy, widgets.VBox):
     """Widget returned by :func:`translator`."""
 
-    def __init__(self, model, src_vocab, tgt_vocab, sentence: str = "", beam_size: int = 4,
-                 length_penalty: float = 0.6, title: str | None = None):
+    def __init__(
+        self,
+        model,
+        src_vocab,
+        tgt_vocab,
+        sentence: str = "",
+        beam_size: int = 4,
+        length_penalty: float = 0.6,
+        title: str | None = None,
+    ):
         if not isinstance(sentence, str):
             raise TypeError(f"sentence must be a str, got {type(sentence).__name__}")
         if not 1 <= beam_size <= MAX_WIDGET_BEAM:
@@ -34,12 +42,29 @@ class Translator(LiveWithStaticCopy, widgets.VBox):
         self._title = title
         style = {"description_width": "70px"}
         self.controls: dict[str, widgets.Widget] = {
-            "text": widgets.Text(value=sentence, placeholder="Ein Hund rennt über eine Wiese.", description="German",
-                                 continuous_update=False, style=style, layout=widgets.Layout(width="600px")),
-            "decoding": widgets.ToggleButtons(options=[("greedy", "greedy"), ("beam search", "beam")],
-                                              value="greedy" if beam_size == 1 else "beam", description="decoding", style=style),
-            "beam": widgets.IntSlider(value=max(beam_size, 2), min=2, max=MAX_WIDGET_BEAM, description="beam size",
-                                      style=style, continuous_update=False, disabled=beam_size == 1),
+            "text": widgets.Text(
+                value=sentence,
+                placeholder="Ein Hund rennt über eine Wiese.",
+                description="German",
+                continuous_update=False,
+                style=style,
+                layout=widgets.Layout(width="600px"),
+            ),
+            "decoding": widgets.ToggleButtons(
+                options=[("greedy", "greedy"), ("beam search", "beam")],
+                value="greedy" if beam_size == 1 else "beam",
+                description="decoding",
+                style=style,
+            ),
+            "beam": widgets.IntSlider(
+                value=max(beam_size, 2),
+                min=2,
+                max=MAX_WIDGET_BEAM,
+                description="beam size",
+                style=style,
+                continuous_update=False,
+                disabled=beam_size == 1,
+            ),
         }
         self.button = widgets.Button(description="Translate", button_style="primary", icon="language")
         self.result = widgets.HTML()
@@ -48,8 +73,14 @@ class Translator(LiveWithStaticCopy, widgets.VBox):
         self.translation = ""
         self.details: dict | None = None
         self._static_copies = StaticCopies()
-        self.children = [self.controls["text"], widgets.HBox([self.controls["decoding"], self.controls["beam"]]),
-                         self.button, self.result, self.view, self._static_copies]
+        self.children = [
+            self.controls["text"],
+            widgets.HBox([self.controls["decoding"], self.controls["beam"]]),
+            self.button,
+            self.result,
+            self.view,
+            self._static_copies,
+        ]
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
         self.button.on_click(lambda _button: self.translate())
@@ -77,8 +108,15 @@ class Translator(LiveWithStaticCopy, widgets.VBox):
         keep = self._view_choice()
         try:
             with collect_notes() as said:  # translate's own notes (input cut to fit), no other warning
-                text, details = _translate(self.model, sentence, beam_size=self.beam_size, src_vocab=self.src_vocab,
-                                          tgt_vocab=self.tgt_vocab, return_attention=True, length_penalty=self.length_penalty)
+                text, details = _translate(
+                    self.model,
+                    sentence,
+                    beam_size=self.beam_size,
+                    src_vocab=self.src_vocab,
+                    tgt_vocab=self.tgt_vocab,
+                    return_attention=True,
+                    length_penalty=self.length_penalty,
+                )
         except Exception as error:  # a widget shows the problem; it never leaves a traceback in the notebook
             self.stepper, self.view.children = None, ()
             self._show(f"could not translate: {html.escape(str(error))}", color="#c92a2a")
@@ -89,12 +127,16 @@ class Translator(LiveWithStaticCopy, widgets.VBox):
         if unknown:
             notes.append("never seen in training, read as &lt;unk&gt;: " + ", ".join(html.escape(t) for t in unknown))
         method = "greedy" if self.beam_size == 1 else f"beam {self.beam_size}"
-        self._show(f"<b>English</b> ({method}): <span style='font-size:1.2em'><b>{html.escape(text) or '(nothing)'}</b></span>"
-                   + "".join(f"<br><small style='color:#9c5700'>{note}</small>" for note in notes))
+        self._show(
+            f"<b>English</b> ({method}): <span style='font-size:1.2em'><b>{html.escape(text) or '(nothing)'}</b></span>"
+            + "".join(f"<br><small style='color:#9c5700'>{note}</small>" for note in notes)
+        )
         if details["cross_attention"] is None:
             self.stepper, self.view.children = None, ()
         else:
-            self.stepper = GenerationStepper(details["src_tokens"], details["tgt_tokens"], details["cross_attention"], title=self._title)
+            self.stepper = GenerationStepper(
+                details["src_tokens"], details["tgt_tokens"], details["cross_attention"], title=self._title
+            )
             self._restore_view_choice(keep)
             self.view.children = (self.stepper,)
         return text
@@ -123,8 +165,15 @@ class Translator(LiveWithStaticCopy, widgets.VBox):
         return self.stepper._png if self.stepper is not None else b""
 
 
-def translator(model, src_vocab, tgt_vocab, sentence: str = "Ein Mann fährt Fahrrad.", beam_size: int = 4,
-               length_penalty: float = 0.6, title: str | None = None) -> Translator:
+def translator(
+    model,
+    src_vocab,
+    tgt_vocab,
+    sentence: str = "Ein Mann fährt Fahrrad.",
+    beam_size: int = 4,
+    length_penalty: float = 0.6,
+    title: str | None = None,
+) -> Translator:
     """Type a German sentence, get its English translation and see where each word looked.
 
     Args:
