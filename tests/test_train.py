@@ -423,7 +423,7 @@ class StepClock:
     """
 
     def __init__(self, monkeypatch):
-        import transformer_lessons.run as training_run
+        import transformer_lessons.run_state as run_state
 
         self.now = 0.0
         real_clip = torch.nn.utils.clip_grad_norm_
@@ -433,7 +433,7 @@ class StepClock:
             return real_clip(*args, **kwargs)
 
         monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", clip_and_tick)
-        monkeypatch.setattr(training_run, "_clock", lambda: self.now)
+        monkeypatch.setattr(run_state, "_clock", lambda: self.now)
 
 
 def test_time_limit_counts_the_whole_run_and_resumes_exactly(tmp_path, corpus, monkeypatch):

@@ -2,61 +2,45 @@
 
 Read it top to bottom:
 
-1. :class:`TrainState`: where a run is (step, epoch, time, history); saved in ``last.pt``.
-2. :func:`build_run`: the model, Adam, the schedule, the loss and the batches of a run;
-   every update is :func:`~transformer_lessons.train.train_step`.
-3. :func:`run_epoch`: the steps of one epoch, stopping on the time limit or ``max_steps``.
-4. :func:`validate` and :func:`end_epoch`: validation loss and BLEU, the history, ``best.pt``.
-5. :func:`final_test`: the best weights on the test set with the paper's beam, ``metrics.json``.
-6. :func:`train`: the whole run, which resumes, never loses work, and refuses what would
-   make its record untrue (a second run in the same folder, a resumed run with other settings).
+1. :func:`build_run`: the model, Adam, the schedule, the loss and the batches of a run
+   (:class:`~transformer_lessons.run_state.Run`); every update is :func:`~transformer_lessons.train.train_step`.
+2. :func:`run_epoch`: the steps of one epoch, stopping on the time limit or ``max_steps``.
+3. :func:`end_epoch`: validation (:mod:`.evaluation`), the history, ``best.pt`` and ``last.pt``.
+4. :func:`train`: the whole run, which resumes (:mod:`.run_state`), never loses work, refuses what
+   would make its record untrue (a second run in the same folder, a resumed run with other
+   settings), and ends with the final test (:func:`~transformer_lessons.evaluation.final_test`).
 
-The pieces it uses live in the files named after them: the step (:mod:`.train`), the loss
-(:mod:`.loss`), the schedule (:mod:`.schedule`), the settings (:mod:`.config`), checkpoints
-(:mod:`.checkpoint`), the output folder and its lock (:mod:`.rundir`), Ctrl-C
-(:mod:`.interrupt`), devices and precision (:mod:`.hardware`), scheduled sampling
-(:mod:`.scheduled_sampling`, off by default as in the paper), TensorBoard logging (:mod:`.tensorboard`).
+The pieces it uses live in the files named after them: where a run is and its checkpoints
+(:mod:`.run_state`), validation and the final test (:mod:`.evaluation`), the step (:mod:`.train`),
+the loss (:mod:`.loss`), the schedule (:mod:`.schedule`), the settings (:mod:`.config`), the output
+folder and its lock (:mod:`.rundir`), Ctrl-C (:mod:`.interrupt`), devices and precision
+(:mod:`.hardware`), scheduled sampling (:mod:`.scheduled_sampling`, off by default as in the
+paper), TensorBoard logging (:mod:`.tensorboard`), checkpoint averaging (:mod:`.averaging`).
 """
 
 from __future__ import annotations
 
-import copy
-import dataclasses
-import math
 import os
 import random
 import signal
-import time
 import warnings
-from contextlib import nullcontext
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING
 
 import torch
-import torch.nn.functional as F
-from torch import nn
 
-import transformer_lessons.translation as translation
-from transformer_lessons.averaging import average_last_epochs, save_epoch_weights
-from transformer_lessons.atomic import atomic_write_json, atomic_write_text
-from transformer_lessons.checkpoint import (
-    CHECKPOINT_FORMAT,
-    CHECKPOINT_VERSION,
-    check_state_fits,
-    load_checkpoint,
-    read_checkpoint,
-    save_checkpoint,
-    vocab_from_dict,
-)
+import transformer_lessons.run_state as run_state
+from transformer_lessons.averaging import save_epoch_weights
+from transformer_lessons.checkpoint import save_checkpoint
 from transformer_lessons.config import TrainConfig, get_train_config
-from transformer_lessons.decode import fused_attention
 from transformer_lessons.distributed import Distributed, ShardedLoss, main_only, process_group
-from transformer_lessons.errors import CheckpointError, DivergedError, ResumeMismatchError
-from transformer_lessons.hardware import autocast_for, device_name
+from transformer_lessons.errors import DivergedError
+from transformer_lessons.evaluation import final_test, validate
+from transformer_lessons.hardware import autocast_for
 from transformer_lessons.interrupt import StepBoundary, StopRequested
 from transformer_lessons.loss import LabelSmoothingLoss
 from transformer_lessons.model import Transformer
+from transformer_lessons.run_state import Run, TrainState, checkpoint_dict, read_resumable, restore, save_last
 from transformer_lessons.rundir import (
     default_out_dir,
     make_out_dir,
@@ -77,101 +61,7 @@ from transformer_lessons.tensorboard import (
 from transformer_lessons.train import make_optimizer, train_step
 
 if TYPE_CHECKING:
-    from transformer_lessons.data import Corpus, TokenBatcher
-
-#: The clock training time is measured with (a module attribute, so a test can drive it).
-_clock = time.perf_counter
-
-# --------------------------------------------------------------------------------------
-# 2. Where a run is, and everything it trains with
-# --------------------------------------------------------------------------------------
-
-
-@dataclass
-class TrainState:
-    """Everything that changes as a run trains, apart from the weights and the optimizer: saved in ``last.pt``."""
-
-    step: int = 0  # updates so far
-    epoch: int = 0  # epochs completed
-    batch_in_epoch: int = 0  # batches of the current epoch already trained on
-    epoch_loss: float = 0.0  # Σ loss × tokens over those batches
-    epoch_tokens: int = 0
-    epoch_time_s: float = 0.0
-    train_time_s: float = 0.0  # the run's training time, every call together (evaluation excluded)
-    wall_time_s: float = 0.0  # the run's wall time before this call
-    history: list[dict] = field(default_factory=list)  # one entry per completed epoch
-    best_val_bleu: float = -1.0
-    best_epoch: int | None = None
-
-    def to_checkpoint(self) -> dict:
-        return {
-            "step": self.step,
-            "epoch": self.epoch,
-            "batch_in_epoch": self.batch_in_epoch,
-            "history": self.history,
-            "epoch_sums": {"loss": self.epoch_loss, "tokens": self.epoch_tokens, "time": self.epoch_time_s},
-            "best_val_bleu": self.best_val_bleu,
-            "best_epoch": self.best_epoch,
-            "train_time_s": self.train_time_s,
-        }
-
-    @classmethod
-    def from_checkpoint(cls, ckpt: dict) -> "TrainState":
-        sums, history = ckpt["epoch_sums"], list(ckpt["history"])
-        return cls(
-            step=ckpt["step"],
-            epoch=ckpt["epoch"],
-            batch_in_epoch=ckpt["batch_in_epoch"],
-            epoch_loss=sums["loss"],
-            epoch_tokens=sums["tokens"],
-            epoch_time_s=sums["time"],
-            history=history,
-            best_val_bleu=ckpt["best_val_bleu"],
-            best_epoch=ckpt["best_epoch"],
-            train_time_s=ckpt.get("train_time_s", sum(h["epoch_time_s"] for h in history) + sums["time"]),
-            wall_time_s=ckpt.get("wall_time_s", history[-1]["elapsed_s"] if history else 0.0),
-        )
-
-
-@dataclass
-class Run:
-    """What a training call works with: the settings, the data, the model and its optimizer, and where it writes."""
-
-    config: TrainConfig
-    corpus: "Corpus"
-    out: Path
-    device: torch.device
-    model: Transformer
-    optimizer: torch.optim.Optimizer
-    scheduler: torch.optim.lr_scheduler.LambdaLR
-    criterion: LabelSmoothingLoss
-    batcher: "TokenBatcher"
-    step_model: nn.Module  # the model, compiled on a GPU if asked
-    autocast: Callable = nullcontext
-    amp_dtype: torch.dtype | None = None
-    max_steps: int | None = None
-    progress: bool = True
-    log: bool = True
-    writer: Any = None  # a TensorBoard SummaryWriter (train(tensorboard=...)), or None
-    dist: Distributed = field(default_factory=Distributed)  # this process's rank under torchrun (:mod:`.distributed`)
-    step_criterion: nn.Module | None = None  # the loss the steps train on: criterion, or its ShardedLoss under torchrun
-    started: float = field(default_factory=lambda: _clock())  # when this call began
-
-    @property
-    def last_path(self) -> Path:
-        return self.out / "last.pt"
-
-    @property
-    def best_path(self) -> Path:
-        return self.out / "best.pt"
-
-    def wall_seconds(self, state: TrainState) -> float:
-        return state.wall_time_s + (_clock() - self.started)
-
-    def time_is_up(self, state: TrainState, since: float) -> bool:
-        """The run's training time (every call, plus this epoch's unsaved part) has reached ``max_minutes``."""
-        limit = self.config.max_minutes
-        return limit is not None and state.train_time_s + (_clock() - since) >= 60 * limit
+    from transformer_lessons.data import Corpus
 
 
 def build_run(
@@ -209,116 +99,7 @@ def build_run(
 
 
 # --------------------------------------------------------------------------------------
-# 3. Checkpoints of a run: last.pt to resume, best.pt to translate with
-# --------------------------------------------------------------------------------------
-
-
-def _rng_state() -> dict:
-    state = {"torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def _set_rng_state(state: dict) -> None:
-    # RNG states are CPU ByteTensors even when the checkpoint was mapped to the GPU.
-    torch.set_rng_state(state["torch"].cpu())
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
-
-
-def checkpoint_dict(run: Run, state: TrainState, training_state: bool = True) -> dict:
-    """The checkpoint of ``run`` now: ``last.pt`` with the training state, ``best.pt`` without it."""
-    ckpt = {
-        "format": CHECKPOINT_FORMAT,
-        "version": CHECKPOINT_VERSION,
-        "model_config": run.config.model.to_dict(),
-        "train_config": run.config.to_dict(),
-        "src_vocab": run.corpus.src_vocab.to_dict(),
-        "tgt_vocab": run.corpus.tgt_vocab.to_dict(),
-        "model": run.model.state_dict(),
-    }
-    progress = state.to_checkpoint()
-    if not training_state:
-        return ckpt | {k: progress[k] for k in ("step", "epoch", "history", "best_val_bleu", "best_epoch")}
-    return (
-        ckpt
-        | progress
-        | {
-            "optimizer": run.optimizer.state_dict(),
-            "scheduler": run.scheduler.state_dict(),
-            "rng": _rng_state(),
-            "wall_time_s": run.wall_seconds(state),
-        }
-    )
-
-
-def save_last(run: Run, state: TrainState) -> None:
-    """``last.pt`` (everything needed to resume) and ``history.json``, both written atomically (by rank 0 alone)."""
-    if not run.dist.is_main:
-        return
-    save_checkpoint(checkpoint_dict(run, state), run.last_path)
-    atomic_write_json(run.out / "history.json", state.history)
-
-
-def read_resumable(path: Path, config: TrainConfig, device: torch.device) -> dict:
-    """``last.pt`` of the run to resume, checked against ``config`` before any data is prepared.
-
-    Raises:
-        ResumeMismatchError: the run was trained with other settings; names each field that changed.
-        CheckpointError: ``path`` is not a usable ``last.pt``.
-    """
-    start_over = "start over with resume=False (command line: --no-resume), or choose another output folder"
-    try:
-        ckpt = read_checkpoint(path, map_location=device)
-    except CheckpointError as err:
-        raise CheckpointError(f"cannot resume: {err}; delete {path}, or {start_over}") from err
-    missing = [
-        k
-        for k in ("optimizer", "scheduler", "step", "epoch", "batch_in_epoch", "epoch_sums", "history", "rng")
-        if k not in ckpt
-    ]
-    if missing:
-        raise CheckpointError(
-            f"cannot resume: {path} lacks the training state {missing} (is it a best.pt or an export?); {start_over}"
-        )
-    try:
-        saved = TrainConfig.from_dict(ckpt.get("train_config") or {})
-    except (TypeError, ValueError) as err:
-        raise ResumeMismatchError(
-            f"cannot resume {path}: its training settings are not this code's ({err}); {start_over}"
-        ) from err
-    changed = config.changes_on_resume(saved)
-    if changed:
-        raise ResumeMismatchError(
-            f"cannot resume {path} with other settings ({'; '.join(changed)}): a resumed run may change only the epochs, "
-            f"the time limit and the evaluation settings. Resume with the run's settings, or {start_over}"
-        )
-    return ckpt
-
-
-def restore(run: Run, ckpt: dict) -> TrainState:
-    """Load ``last.pt``'s weights, optimizer, schedule and random state into ``run``; its :class:`TrainState`."""
-    src_vocab, tgt_vocab = run.corpus.src_vocab, run.corpus.tgt_vocab
-    if (
-        vocab_from_dict(ckpt["src_vocab"], "source") != src_vocab
-        or vocab_from_dict(ckpt["tgt_vocab"], "target") != tgt_vocab
-    ):
-        raise ResumeMismatchError(
-            f"{run.last_path} was trained with other vocabularies (source {len(ckpt['src_vocab']['itos'])}, target "
-            f"{len(ckpt['tgt_vocab']['itos'])} tokens; this corpus: {len(src_vocab)}, {len(tgt_vocab)}): "
-            "prepare the corpus with the run's min_freq/limit/drop_longer_than/bpe_merges, or start over with resume=False (--no-resume)"
-        )
-    check_state_fits(run.model, ckpt["model"], len(src_vocab), len(tgt_vocab))
-    run.model.load_state_dict(ckpt["model"])
-    run.optimizer.load_state_dict(ckpt["optimizer"])
-    run.scheduler.load_state_dict(ckpt["scheduler"])
-    _set_rng_state(ckpt["rng"])
-    return TrainState.from_checkpoint(ckpt)
-
-
-# --------------------------------------------------------------------------------------
-# 4. An epoch, validation, the history
+# 2. An epoch, and the validation, history and checkpoints after it
 # --------------------------------------------------------------------------------------
 
 
@@ -379,7 +160,7 @@ def run_epoch(run: Run, state: TrainState, guard: StepBoundary) -> str:
         leave=False,
         initial=state.batch_in_epoch,
     )
-    since = _clock()
+    since = run_state._clock()
     try:
         for i, batch in enumerate(run.batcher):
             if i < state.batch_in_epoch:
@@ -416,7 +197,7 @@ def run_epoch(run: Run, state: TrainState, guard: StepBoundary) -> str:
                     )
                 except DivergedError as err:
                     raise _diverged(run, state, err) from err
-                now = _clock()
+                now = run_state._clock()
                 state.step, state.batch_in_epoch = state.step + 1, i + 1
                 state.epoch_loss += loss.item() * n_tokens
                 state.epoch_tokens += n_tokens
@@ -433,59 +214,6 @@ def run_epoch(run: Run, state: TrainState, guard: StepBoundary) -> str:
         return "done"
     finally:
         bar.close()
-
-
-@torch.no_grad()
-def validation_loss(
-    model: Transformer,
-    corpus: "Corpus",
-    split: str,
-    criterion: LabelSmoothingLoss,
-    max_tokens: int,
-    device: torch.device,
-    autocast=nullcontext,
-) -> tuple[float, float]:
-    """Teacher-forced ``(label-smoothed loss, perplexity)`` per target token on ``split``.
-
-    The perplexity is ``exp`` of the plain cross-entropy (no smoothing), the
-    number the paper's Table 3 reports.
-    """
-    model.eval()
-    total, nll, tokens = 0.0, 0.0, 0
-    for batch in corpus.batcher(
-        split, max_tokens, shuffle=False, max_len=model.config.max_len
-    ):  # BLEU still sees every pair
-        batch = batch.to(device)
-        with autocast():
-            logits = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)  # (B, T, V)
-        total += criterion(logits, batch.tgt_out, reduction="sum").item()
-        nll += F.cross_entropy(
-            logits.float().flatten(0, 1), batch.tgt_out.flatten(), ignore_index=criterion.pad_id, reduction="sum"
-        ).item()
-        tokens += batch.n_tokens
-    return total / max(tokens, 1), math.exp(min(nll / max(tokens, 1), 50.0))
-
-
-def validate(run: Run, with_bleu: bool) -> tuple[float, float, float | None]:
-    """``(val loss, val perplexity, val BLEU or None)``: BLEU of greedy decoding on ``bleu_val_limit`` sentences."""
-    config, corpus = run.config, run.corpus
-    with fused_attention(run.model):  # no attention weights kept: the fused kernel, faster
-        val_loss, val_ppl = validation_loss(
-            run.model, corpus, "val", run.criterion, config.max_tokens, run.device, run.autocast
-        )
-        if not with_bleu:
-            return val_loss, val_ppl, None
-        scores = translation.evaluate(
-            run.model,
-            "val",
-            corpus=corpus,
-            src_vocab=corpus.src_vocab,
-            tgt_vocab=corpus.tgt_vocab,
-            beam_size=1,
-            limit=config.bleu_val_limit,
-            max_output_extra=config.max_output_extra,
-        )
-    return val_loss, val_ppl, scores["bleu"]
 
 
 def end_epoch(run: Run, state: TrainState, last: bool, guard: StepBoundary) -> None:
@@ -528,97 +256,7 @@ def end_epoch(run: Run, state: TrainState, last: bool, guard: StepBoundary) -> N
 
 
 # --------------------------------------------------------------------------------------
-# 5. The final test
-# --------------------------------------------------------------------------------------
-
-
-def final_test(run: Run, state: TrainState, stopped: str) -> dict:
-    """Decode the test set with the best weights and the paper's beam; write ``test_hypotheses.txt`` and ``metrics.json``."""
-    import sacrebleu
-
-    config, corpus = run.config, run.corpus
-    model, averaged = _model_to_test(run, state)
-    with fused_attention(model):
-        test = translation.evaluate(
-            model,
-            "test_2016_flickr",
-            corpus=corpus,
-            src_vocab=corpus.src_vocab,
-            tgt_vocab=corpus.tgt_vocab,
-            beam_size=config.beam_size,
-            length_penalty=config.length_penalty,
-            progress=run.progress,
-            max_output_extra=config.max_output_extra,
-        )
-    atomic_write_text(run.out / "test_hypotheses.txt", "\n".join(test.pop("hypotheses")) + "\n")
-    test.pop("references", None)
-    # Whole epochs from the history, plus the epoch a time limit stopped inside (its counts are in the state).
-    tokens = sum(h["tokens_per_s"] * h["epoch_time_s"] for h in state.history) + state.epoch_tokens
-    partial = round(state.batch_in_epoch / len(run.batcher), 3) if state.batch_in_epoch else 0  # 0.5: half-way through
-    metrics = {
-        "preset": config.name,
-        "test_2016_flickr": test,
-        "tested": "averaged.pt" if averaged else "best.pt",
-        "averaged": averaged,
-        "best_epoch": state.best_epoch,
-        "best_val_bleu": state.best_val_bleu if state.best_epoch is not None else None,
-        "epochs": len(state.history) + partial,
-        "epochs_completed": len(state.history),
-        "steps": state.step,
-        "stopped": stopped,
-        "train_time_s": state.train_time_s,  # every call of the run together, evaluation excluded
-        "wall_time_s": run.wall_seconds(state),  # every call together, evaluation included
-        "train_tokens_per_s": tokens / max(state.train_time_s, 1e-9),
-        "parameters": run.model.num_parameters(),
-        "device": device_name(run.device),
-        "autocast": str(run.amp_dtype).replace("torch.", "") if run.amp_dtype is not None else "float32",
-        "world_size": run.dist.world_size,
-        "torch": torch.__version__,
-        "sacrebleu": sacrebleu.__version__,
-        "train_config": config.to_dict(),
-        "corpus": {k: len(v) for k, v in corpus.pairs.items()}
-        | {"src_vocab": len(corpus.src_vocab), "tgt_vocab": len(corpus.tgt_vocab)},
-    }
-    atomic_write_json(run.out / "metrics.json", metrics)
-    if run.log:
-        print(
-            f"test_2016_flickr: sacreBLEU {test['bleu']:.2f} ({test['signature']}); "
-            f"tutorial BLEU (lowercased, tokenized) {test['tutorial_bleu']:.2f}",
-            flush=True,
-        )
-    return metrics
-
-
-def _model_to_test(run: Run, state: TrainState) -> tuple[Transformer, dict | None]:
-    """``best.pt``'s model; or, with ``average_last > 1``, the mean of the last epochs' weights, saved as ``averaged.pt``.
-
-    The second value records the averaging: which epochs, and the mean's validation loss and BLEU (``None`` without).
-    """
-    n = run.config.average_last
-    if n <= 1:
-        return (load_checkpoint(run.best_path, run.device)[0] if run.best_path.is_file() else run.model), None
-    weights, epochs = average_last_epochs(run.out, n)
-    model = copy.deepcopy(run.model)
-    model.load_state_dict(weights)
-    save_checkpoint(
-        checkpoint_dict(run, state, training_state=False) | {"model": model.state_dict(), "averaged_epochs": epochs},
-        run.out / "averaged.pt",
-    )
-    val_loss, _, val_bleu = validate(dataclasses.replace(run, model=model), with_bleu=True)
-    if run.log:
-        best = (
-            f"; the best epoch, {state.best_epoch}: {state.best_val_bleu:.2f}" if state.best_epoch is not None else ""
-        )
-        print(
-            f"averaged the weights of epochs {', '.join(map(str, epochs))}: val loss {val_loss:.3f}, val BLEU {val_bleu:.2f}"
-            f"{best}; testing averaged.pt",
-            flush=True,
-        )
-    return model, {"epochs": epochs, "val_loss": val_loss, "val_bleu": val_bleu}
-
-
-# --------------------------------------------------------------------------------------
-# 6. The whole run
+# 3. The whole run
 # --------------------------------------------------------------------------------------
 
 
@@ -686,7 +324,7 @@ def train_epochs(run: Run, state: TrainState) -> str:
                             flush=True,
                         )
                     break
-                if run.dist.stop_here(run.time_is_up(state, _clock()), guard):
+                if run.dist.stop_here(run.time_is_up(state, run_state._clock()), guard):
                     stopped = "time_limit"  # the budget ended with this epoch: evaluate it as the last one
                 end_epoch(run, state, last=state.epoch + 1 == config.epochs or stopped != "done", guard=guard)
                 if stopped == "time_limit" and run.log:
@@ -831,21 +469,4 @@ def _finish(run: Run, state: TrainState, stopped: str, evaluate_test: bool) -> d
     return result
 
 
-__all__ = [
-    "Run",
-    "TrainState",
-    "build_run",
-    "check_corpus",
-    "checkpoint_dict",
-    "end_epoch",
-    "final_test",
-    "prepare_corpus_for",
-    "read_resumable",
-    "restore",
-    "run_epoch",
-    "save_last",
-    "train",
-    "train_epochs",
-    "validate",
-    "validation_loss",
-]
+__all__ = ["build_run", "check_corpus", "end_epoch", "prepare_corpus_for", "run_epoch", "train", "train_epochs"]
