@@ -7,6 +7,7 @@ in JupyterLab runs. tests/browser/ checks rendering in a real browser.
 
 from __future__ import annotations
 
+import math
 import matplotlib
 
 matplotlib.use("Agg")
@@ -547,3 +548,33 @@ def test_every_viz_name_the_notebooks_use_is_there():
     assert {"attention_explorer", "plot_attention", "translator"} <= used, sorted(used)
     missing = sorted(name for name in used | set(viz.__all__) if not hasattr(viz, name))
     assert not missing, f"transformer_lessons.viz no longer has {missing}: re-export them in viz/__init__.py"
+
+
+def test_word_probabilities_join_subword_pieces_and_stop_at_eos():
+    from transformer_lessons.viz.translator import word_probabilities
+
+    words = word_probabilities(
+        ["A", "Fahr@@", "rad", ".", "<eos>", "x"], [math.log(0.9), math.log(0.4), math.log(0.1), 0.0, 0.0, 0.0]
+    )
+    assert [w for w, _ in words] == ["A", "Fahrrad", "."]
+    assert words[0][1] == pytest.approx(0.9) and words[1][1] == pytest.approx(0.2) and words[2][1] == pytest.approx(1.0)
+
+
+def test_translator_colours_each_word_and_warns_on_an_unusual_sentence(random_translator_parts, monkeypatch):
+    import importlib
+
+    translator_module = importlib.import_module("transformer_lessons.viz.translator")  # viz.translator is the function
+    from transformer_lessons.confidence import token_log_probs
+
+    model, src_vocab, tgt_vocab = random_translator_parts
+    monkeypatch.setattr(translator_module, "UNUSUAL_BELOW", -math.inf)  # nothing is unusual
+    t = viz.translator(model, src_vocab, tgt_vocab, sentence="Ein Mann fährt Fahrrad.", beam_size=1)
+    out = tgt_vocab.encode(t.details["tgt_tokens"])
+    expected = token_log_probs(model, src_vocab.encode(t.details["src_tokens"]), out, tgt_vocab.bos_id)
+    assert t.mean_log_prob == pytest.approx(expected.mean().item(), abs=1e-6)
+    assert len(t.word_probs) == sum(tok != "<eos>" for tok in t.details["tgt_tokens"])
+    assert "how sure, word by word" in t.result.value and "title='probability" in t.result.value
+    assert translator_module.UNUSUAL_WARNING not in t.result.value
+    monkeypatch.setattr(translator_module, "UNUSUAL_BELOW", math.inf)  # everything is
+    t.controls["text"].value = "Zwei Hunde spielen."
+    assert translator_module.UNUSUAL_WARNING in t.result.value

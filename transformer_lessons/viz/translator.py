@@ -8,15 +8,43 @@ with the :func:`~transformer_lessons.viz.stepper.generation_stepper` view.
 from __future__ import annotations
 
 import html
+import math
 
 import ipywidgets as widgets
 
-from transformer_lessons.translation import translate as _translate
+from transformer_lessons.confidence import UNUSUAL_BELOW, token_log_probs
 from transformer_lessons.notes import collect_notes
+from transformer_lessons.translation import translate as _translate
 from transformer_lessons.viz.widgets import LiveWithStaticCopy, StaticCopies
 from transformer_lessons.viz.stepper import GenerationStepper
 
 MAX_WIDGET_BEAM = 8  # the translator's beam slider: beyond ~8 beams Multi30k gains nothing and a CPU waits
+UNUSUAL_WARNING = (
+    "This sentence looks unlike the image captions the model learned from: its translation is likely a "
+    "caption-shaped guess."
+)
+
+
+def _sureness_color(p: float) -> str:
+    """A word's colour by the probability the model gave it: green when sure, orange, red when guessing."""
+    return "#2b8a3e" if p >= 0.7 else "#e67700" if p >= 0.3 else "#c92a2a"
+
+
+def word_probabilities(tokens: list[str], log_probs: list[float]) -> list[tuple[str, float]]:
+    """``(word, probability)`` per output word: subword pieces (``"Fahr@@"``, ``"rad"``) joined, their
+    probabilities combined as the geometric mean; ``<eos>`` left out."""
+    words: list[tuple[str, float]] = []
+    piece, logs = "", []
+    for token, log_p in zip(tokens, log_probs):
+        if token == "<eos>":
+            break
+        piece, logs = piece + token.removesuffix("@@"), logs + [log_p]
+        if not token.endswith("@@"):
+            words.append((piece, math.exp(sum(logs) / len(logs))))
+            piece, logs = "", []
+    if piece:
+        words.append((piece, math.exp(sum(logs) / len(logs))))
+    return words
 
 
 class Translator(LiveWithStaticCopy, widgets.VBox):
@@ -72,6 +100,8 @@ class Translator(LiveWithStaticCopy, widgets.VBox):
         self.stepper: GenerationStepper | None = None
         self.translation = ""
         self.details: dict | None = None
+        self.word_probs: list[tuple[str, float]] = []  # (word, probability) of the last translation
+        self.mean_log_prob: float | None = None  # its sentence signal (transformer_lessons.confidence)
         self._static_copies = StaticCopies()
         self.children = [
             self.controls["text"],
@@ -100,7 +130,7 @@ class Translator(LiveWithStaticCopy, widgets.VBox):
     def translate(self) -> str:
         """Translate the text box with the chosen decoding; update the translation and the views."""
         sentence = self.controls["text"].value
-        self.translation, self.details = "", None
+        self.translation, self.details, self.word_probs, self.mean_log_prob = "", None, [], None
         if not sentence.strip():
             self.stepper, self.view.children = None, ()
             self._show("Type a German sentence above and press Enter (or <b>Translate</b>).")
@@ -117,6 +147,7 @@ class Translator(LiveWithStaticCopy, widgets.VBox):
                     return_attention=True,
                     length_penalty=self.length_penalty,
                 )
+                log_p = self._log_probs(details)
         except Exception as error:  # a widget shows the problem; it never leaves a traceback in the notebook
             self.stepper, self.view.children = None, ()
             self._show(f"could not translate: {html.escape(str(error))}", color="#c92a2a")
@@ -127,8 +158,19 @@ class Translator(LiveWithStaticCopy, widgets.VBox):
         if unknown:
             notes.append("never seen in training, read as &lt;unk&gt;: " + ", ".join(html.escape(t) for t in unknown))
         method = "greedy" if self.beam_size == 1 else f"beam {self.beam_size}"
+        self.word_probs = word_probabilities(details["tgt_tokens"], log_p)
+        self.mean_log_prob = sum(log_p) / len(log_p) if log_p else None
+        warning = ""
+        if self.mean_log_prob is not None and self.mean_log_prob < UNUSUAL_BELOW:
+            warning = f"<div style='color:#c92a2a;margin-bottom:0.3em'>&#9888; {UNUSUAL_WARNING}</div>"
+        sure = " ".join(
+            f"<span style='color:{_sureness_color(p)}' title='probability {p:.2f}'>{html.escape(w)}</span>"
+            for w, p in self.word_probs
+        )
         self._show(
-            f"<b>English</b> ({method}): <span style='font-size:1.2em'><b>{html.escape(text) or '(nothing)'}</b></span>"
+            warning
+            + f"<b>English</b> ({method}): <span style='font-size:1.2em'><b>{html.escape(text) or '(nothing)'}</b></span>"
+            + (f"<br><small>how sure, word by word (green sure, red guessing): {sure}</small>" if sure else "")
             + "".join(f"<br><small style='color:#9c5700'>{note}</small>" for note in notes)
         )
         if details["cross_attention"] is None:
@@ -140,6 +182,14 @@ class Translator(LiveWithStaticCopy, widgets.VBox):
             self._restore_view_choice(keep)
             self.view.children = (self.stepper,)
         return text
+
+    def _log_probs(self, details: dict) -> list[float]:
+        """The log-probability the model gave each token it wrote (teacher forcing on its own output)."""
+        out = self.tgt_vocab.encode(details["tgt_tokens"])
+        if not out:
+            return []
+        src = self.src_vocab.encode(details["src_tokens"])  # the units read, <eos> included
+        return token_log_probs(self.model, src, out, self.tgt_vocab.bos_id).tolist()
 
     def _view_choice(self) -> dict:
         if self.stepper is None:
@@ -188,13 +238,16 @@ def translator(
     Returns:
         A ``VBox``: a text box (``Enter`` translates), greedy or beam search
         and the beam size, a Translate button, the English translation (with a
-        note for words the model never saw and for over-long input), and the
+        note for words the model never saw and for over-long input), each word of
+        it coloured by the probability the model gave it (green sure, orange, red
+        guessing; hover for the number), a warning above it when the sentence looks
+        unlike the training captions (:mod:`transformer_lessons.confidence`), and the
         word-by-word view of :func:`generation_stepper`: for each written word,
         where the cross-attention of the chosen layer (default the last) and
         head looked in the German, above the whole cross-attention heatmap.
         Rows are the words each step *writes*. For tests: ``.controls`` (``text``,
         ``decoding``, ``beam``), ``.translate()``, ``.translation``,
         ``.details`` (what ``translate(..., return_attention=True)`` returned),
-        ``.stepper``.
+        ``.word_probs``, ``.mean_log_prob``, ``.stepper``.
     """
     return Translator(model, src_vocab, tgt_vocab, sentence, beam_size, length_penalty, title)
