@@ -34,6 +34,8 @@ One module per concept, in the order the notebooks meet them:
 ================================  ====================================================
 ``common``                        what every check shares: :class:`ExerciseError`,
                                   the ``exercise`` decorator, calling and comparing
+``slips``                         mistakes tried one and two at a time ("two things
+                                  differ"); what the learner's module holds of its own
 ``_feedback``                     what the learner sees: the red box, their stub
                                   told from PyTorch's errors, "still checking"
 ``attention``                     scaled dot-product and multi-head attention

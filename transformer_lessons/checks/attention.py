@@ -22,7 +22,6 @@ from transformer_lessons.checks.common import (
     NEG,
     Bug,
     ExerciseError,
-    Slip,
     call_answer,
     call_in_eval,
     diagnose,
@@ -34,8 +33,8 @@ from transformer_lessons.checks.common import (
     expect_linear,
     build_module,
     shape_of,
-    slip_bugs,
 )
+from transformer_lessons.checks.slips import Slip, slip_bugs
 
 # --- scaled dot-product attention ---------------------------------------------------
 

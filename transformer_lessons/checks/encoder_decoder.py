@@ -27,7 +27,6 @@ from transformer_lessons.checks.common import (
     RTOL,
     Bug,
     ExerciseError,
-    Slip,
     call_answer,
     call_in_eval,
     diagnose,
@@ -37,9 +36,9 @@ from transformer_lessons.checks.common import (
     expect_unchanged,
     build_module,
     shape_of,
-    slip_bugs,
     expect_submodule,
 )
+from transformer_lessons.checks.slips import Slip, slip_bugs
 from transformer_lessons.masks import causal_mask
 from transformer_lessons.model import DecoderLayer, EncoderLayer
 

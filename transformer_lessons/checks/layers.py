@@ -17,7 +17,6 @@ from transformer_lessons.checks.common import (
     DROPOUT,
     Bug,
     ExerciseError,
-    Slip,
     call_answer,
     call_in_eval,
     diagnose,
@@ -28,11 +27,9 @@ from transformer_lessons.checks.common import (
     known_bug,
     expect_linear,
     build_module,
-    own_default,
-    own_number,
     shape_of,
-    slip_bugs,
 )
+from transformer_lessons.checks.slips import Slip, own_default, own_number, slip_bugs
 
 
 def _layer_norm(

@@ -14,15 +14,8 @@ from typing import Callable
 
 import torch
 
-from transformer_lessons.checks.common import (
-    NO_RETURN,
-    ExerciseError,
-    Slip,
-    call_answer,
-    exercise,
-    known_bug,
-    slip_pairs,
-)
+from transformer_lessons.checks.common import NO_RETURN, ExerciseError, call_answer, exercise, known_bug
+from transformer_lessons.checks.slips import Slip, slip_pairs
 from transformer_lessons.schedule import noam_rate
 
 

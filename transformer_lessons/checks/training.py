@@ -24,7 +24,6 @@ from transformer_lessons.checks.common import (
     NO_RETURN,
     Bug,
     ExerciseError,
-    Slip,
     call_answer,
     all_close,
     diagnose,
@@ -32,8 +31,8 @@ from transformer_lessons.checks.common import (
     expect_tensor,
     expect_unchanged,
     known_bug,
-    slip_bugs,
 )
+from transformer_lessons.checks.slips import Slip, slip_bugs
 from transformer_lessons.config import ModelConfig
 from transformer_lessons.data import Batch, make_batch
 from transformer_lessons.loss import LabelSmoothingLoss
