@@ -25,6 +25,7 @@ import test_check_decoding
 import test_check_encoder_decoder
 import test_check_layers
 import test_check_masks
+import test_check_multi_head
 import test_check_positional
 import test_check_schedule
 import test_check_vocab
@@ -131,19 +132,19 @@ COVERAGE: dict[str, dict[str, list[str]]] = {
     },
     "multi_head_attention": {
         "alternatives": [
-            "test_check_attention.py::MHAPermuteEinsum",
-            "test_check_attention.py::MHAHeadLoop",
-            "test_check_attention.py::MHAWeightSlices",
+            "test_check_multi_head.py::MHAPermuteEinsum",
+            "test_check_multi_head.py::MHAHeadLoop",
+            "test_check_multi_head.py::MHAWeightSlices",
         ],
         "bugs": [
-            "test_check_attention.py::mha-no-scale",
-            "test_check_attention.py::mha-split-view",
-            "test_check_attention.py::mha-concat",
-            "test_check_attention.py::mha-no-w-o",
-            "test_check_attention.py::mha-mask-inverted",
-            "test_check_attention.py::mha_heads_last",
-            "test_check_attention.py::mha_keys_values_swapped",
-            "test_check_attention.py::mha_divided_by_d_head",
+            "test_check_multi_head.py::mha-no-scale",
+            "test_check_multi_head.py::mha-split-view",
+            "test_check_multi_head.py::mha-concat",
+            "test_check_multi_head.py::mha-no-w-o",
+            "test_check_multi_head.py::mha-mask-inverted",
+            "test_check_multi_head.py::mha_heads_last",
+            "test_check_multi_head.py::mha_keys_values_swapped",
+            "test_check_multi_head.py::mha_divided_by_d_head",
         ],
     },
     "layer_norm": {
@@ -398,6 +399,7 @@ COVERAGE: dict[str, dict[str, list[str]]] = {
 # The files whose tables WRITTEN_DIFFERENTLY and BUGS_WRITTEN_DIFFERENTLY hold answers written differently.
 WRITTEN_DIFFERENTLY_FILES = [
     test_check_attention,
+    test_check_multi_head,
     test_check_masks,
     test_check_positional,
     test_check_layers,

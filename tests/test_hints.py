@@ -26,6 +26,7 @@ import test_check_diagnoses
 import test_check_encoder_decoder
 import test_check_layers
 import test_check_masks
+import test_check_multi_head
 import test_check_positional
 import test_check_schedule
 import test_check_tutorial_bugs
@@ -161,6 +162,7 @@ def first_level_messages() -> list[tuple[str, str]]:
     """(case, message) of every failure the checks' own tests provoke with their known-buggy answers."""
     files = [
         test_check_attention,
+        test_check_multi_head,
         test_check_masks,
         test_check_positional,
         test_check_layers,

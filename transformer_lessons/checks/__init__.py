@@ -38,7 +38,8 @@ One module per concept, in the order the notebooks meet them:
                                   differ"); what the learner's module holds of its own
 ``_feedback``                     what the learner sees: the red box, their stub
                                   told from PyTorch's errors, "still checking"
-``attention``                     scaled dot-product and multi-head attention
+``attention``                     scaled dot-product attention
+``multi_head``                    multi-head attention
 ``masks``                         causal, padding and target masks; converting conventions
 ``embeddings``                    token embeddings scaled by √d_model; learned positions
 ``positional``                    the sinusoidal positional encoding
@@ -59,7 +60,7 @@ One module per concept, in the order the notebooks meet them:
 
 from transformer_lessons.checks.common import ExerciseError
 from transformer_lessons.checks.assembly import check_transformer_forward
-from transformer_lessons.checks.attention import check_multi_head_attention, check_scaled_dot_product_attention
+from transformer_lessons.checks.attention import check_scaled_dot_product_attention
 from transformer_lessons.checks.batching import check_batch_by_tokens
 from transformer_lessons.checks.beam import check_beam_step
 from transformer_lessons.checks.bleu import check_brevity_penalty, check_modified_precision
@@ -69,6 +70,7 @@ from transformer_lessons.checks.embeddings import check_embedding_scale, check_l
 from transformer_lessons.checks.encoder_decoder import check_decoder_layer, check_encoder_layer
 from transformer_lessons.checks.kv_cache import check_append_kv, check_reorder_kv
 from transformer_lessons.checks.layers import check_feed_forward, check_layer_norm
+from transformer_lessons.checks.multi_head import check_multi_head_attention
 from transformer_lessons.checks.masks import (
     check_causal_mask,
     check_mask_inversion,
