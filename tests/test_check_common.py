@@ -306,15 +306,15 @@ COVERAGE: dict[str, dict[str, list[str]]] = {
     },
     "label_smoothing_loss": {
         "alternatives": [
-            "test_check_training.py::ls_explicit_q",
-            "test_check_training.py::ls_loop",
-            "test_check_training.py::ls_kl_plus_entropy",
+            "test_check_loss.py::ls_explicit_q",
+            "test_check_loss.py::ls_loop",
+            "test_check_loss.py::ls_kl_plus_entropy",
         ],
         "bugs": [
-            "test_check_training.py::ls_cross_entropy_label_smoothing",
-            "test_check_training.py::no_smoothing",
-            "test_check_training.py::pad_not_ignored",
-            "test_check_training.py::ls_kl",
+            "test_check_loss.py::ls_cross_entropy_label_smoothing",
+            "test_check_loss.py::no_smoothing",
+            "test_check_loss.py::pad_not_ignored",
+            "test_check_loss.py::ls_kl",
         ],
     },
     "train_step": {

@@ -48,7 +48,8 @@ One module per concept, in the order the notebooks meet them:
 ``assembly``                      the whole model from its two halves
 ``batching``                      batching by tokens
 ``schedule``                      the learning-rate schedule
-``training``                      the label-smoothing loss and one training step
+``loss``                          the label-smoothing loss
+``training``                      one training step
 ``vocab``                         building a vocabulary
 ``decoding``                      greedy decoding
 ``beam``                          one step of beam search
@@ -71,6 +72,7 @@ from transformer_lessons.checks.encoder_decoder import check_decoder_layer, chec
 from transformer_lessons.checks.kv_cache import check_append_kv, check_reorder_kv
 from transformer_lessons.checks.layers import check_feed_forward, check_layer_norm
 from transformer_lessons.checks.multi_head import check_multi_head_attention
+from transformer_lessons.checks.loss import check_label_smoothing_loss
 from transformer_lessons.checks.masks import (
     check_causal_mask,
     check_mask_inversion,
@@ -79,7 +81,7 @@ from transformer_lessons.checks.masks import (
 )
 from transformer_lessons.checks.positional import check_positional_encoding
 from transformer_lessons.checks.schedule import check_noam_rate
-from transformer_lessons.checks.training import check_label_smoothing_loss, check_train_step
+from transformer_lessons.checks.training import check_train_step
 from transformer_lessons.checks.vocab import check_build_vocab
 
 __all__ = [
