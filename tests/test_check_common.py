@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 
 import test_check_attention
+import test_check_decoder_layer
 import test_check_decoding
-import test_check_encoder_decoder
+import test_check_encoder_layer
 import test_check_layers
 import test_check_masks
 import test_check_multi_head
@@ -180,33 +181,33 @@ COVERAGE: dict[str, dict[str, list[str]]] = {
     },
     "encoder_layer": {
         "alternatives": [
-            "test_check_encoder_decoder.py::EncoderLayer",
-            "test_check_encoder_decoder.py::EncoderLayerHelper",
-            "test_check_encoder_decoder.py::EncoderLayerBlocks",
+            "test_check_encoder_layer.py::EncoderLayer",
+            "test_check_encoder_layer.py::EncoderLayerHelper",
+            "test_check_encoder_layer.py::EncoderLayerBlocks",
         ],
         "bugs": [
-            "test_check_encoder_decoder.py::enc-pre-norm",
-            "test_check_encoder_decoder.py::enc-no-residual",
-            "test_check_encoder_decoder.py::enc-mask-not-passed",
-            "test_check_encoder_decoder.py::enc-norms-swapped",
-            "test_check_encoder_decoder.py::enc_feed_forward_first",
-            "test_check_encoder_decoder.py::enc_no_residual_feed_forward",
+            "test_check_encoder_layer.py::enc-pre-norm",
+            "test_check_encoder_layer.py::enc-no-residual",
+            "test_check_encoder_layer.py::enc-mask-not-passed",
+            "test_check_encoder_layer.py::enc-norms-swapped",
+            "test_check_encoder_layer.py::enc_feed_forward_first",
+            "test_check_encoder_layer.py::enc_no_residual_feed_forward",
         ],
     },
     "decoder_layer": {
         "alternatives": [
-            "test_check_encoder_decoder.py::DecoderLayer",
-            "test_check_encoder_decoder.py::DecoderLayerHelper",
-            "test_check_encoder_decoder.py::DecoderLayerBlocks",
+            "test_check_decoder_layer.py::DecoderLayer",
+            "test_check_decoder_layer.py::DecoderLayerHelper",
+            "test_check_decoder_layer.py::DecoderLayerBlocks",
         ],
         "bugs": [
-            "test_check_encoder_decoder.py::dec-no-causal",
-            "test_check_encoder_decoder.py::dec-cross-on-x",
-            "test_check_encoder_decoder.py::dec-masks-swapped",
-            "test_check_encoder_decoder.py::dec-pre-norm",
-            "test_check_encoder_decoder.py::DecoderLayerCrossWiring",
-            "test_check_encoder_decoder.py::dec_cross_attention_first",
-            "test_check_encoder_decoder.py::dec_no_residual_self_attention",
+            "test_check_decoder_layer.py::dec-no-causal",
+            "test_check_decoder_layer.py::dec-cross-on-x",
+            "test_check_decoder_layer.py::dec-masks-swapped",
+            "test_check_decoder_layer.py::dec-pre-norm",
+            "test_check_decoder_layer.py::DecoderLayerCrossWiring",
+            "test_check_decoder_layer.py::dec_cross_attention_first",
+            "test_check_decoder_layer.py::dec_no_residual_self_attention",
         ],
     },
     "noam_rate": {
@@ -403,7 +404,8 @@ WRITTEN_DIFFERENTLY_FILES = [
     test_check_masks,
     test_check_positional,
     test_check_layers,
-    test_check_encoder_decoder,
+    test_check_encoder_layer,
+    test_check_decoder_layer,
     test_check_schedule,
     test_check_vocab,
     test_check_decoding,

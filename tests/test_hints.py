@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pytest
 import test_check_attention
+import test_check_decoder_layer
 import test_check_diagnoses
-import test_check_encoder_decoder
+import test_check_encoder_layer
 import test_check_layers
 import test_check_masks
 import test_check_multi_head
@@ -166,7 +167,8 @@ def first_level_messages() -> list[tuple[str, str]]:
         test_check_masks,
         test_check_positional,
         test_check_layers,
-        test_check_encoder_decoder,
+        test_check_encoder_layer,
+        test_check_decoder_layer,
         test_check_schedule,
     ]
     cases = [

@@ -44,7 +44,10 @@ One module per concept, in the order the notebooks meet them:
 ``embeddings``                    token embeddings scaled by √d_model; learned positions
 ``positional``                    the sinusoidal positional encoding
 ``layers``                        layer norm and the position-wise feed-forward
-``encoder_decoder``               the encoder and decoder layers
+``sublayers``                     what the layer checks share: the learner's parts in the
+                                  reference, restacked wrongly
+``encoder_layer``                 the encoder layer
+``decoder_layer``                 the decoder layer
 ``assembly``                      the whole model from its two halves
 ``batching``                      batching by tokens
 ``schedule``                      the learning-rate schedule
@@ -65,10 +68,11 @@ from transformer_lessons.checks.attention import check_scaled_dot_product_attent
 from transformer_lessons.checks.batching import check_batch_by_tokens
 from transformer_lessons.checks.beam import check_beam_step
 from transformer_lessons.checks.bleu import check_brevity_penalty, check_modified_precision
+from transformer_lessons.checks.decoder_layer import check_decoder_layer
 from transformer_lessons.checks.decoding import check_greedy_decode
 from transformer_lessons.checks.distributed import check_rank_loss
 from transformer_lessons.checks.embeddings import check_embedding_scale, check_learned_positions
-from transformer_lessons.checks.encoder_decoder import check_decoder_layer, check_encoder_layer
+from transformer_lessons.checks.encoder_layer import check_encoder_layer
 from transformer_lessons.checks.kv_cache import check_append_kv, check_reorder_kv
 from transformer_lessons.checks.layers import check_feed_forward, check_layer_norm
 from transformer_lessons.checks.multi_head import check_multi_head_attention
