@@ -21,10 +21,12 @@ from pathlib import Path
 import pytest
 
 import test_check_attention
+import test_check_decoder_layer
 import test_check_decoding
-import test_check_encoder_decoder
+import test_check_encoder_layer
 import test_check_layers
 import test_check_masks
+import test_check_multi_head
 import test_check_positional
 import test_check_schedule
 import test_check_vocab
@@ -131,19 +133,19 @@ COVERAGE: dict[str, dict[str, list[str]]] = {
     },
     "multi_head_attention": {
         "alternatives": [
-            "test_check_attention.py::MHAPermuteEinsum",
-            "test_check_attention.py::MHAHeadLoop",
-            "test_check_attention.py::MHAWeightSlices",
+            "test_check_multi_head.py::MHAPermuteEinsum",
+            "test_check_multi_head.py::MHAHeadLoop",
+            "test_check_multi_head.py::MHAWeightSlices",
         ],
         "bugs": [
-            "test_check_attention.py::mha-no-scale",
-            "test_check_attention.py::mha-split-view",
-            "test_check_attention.py::mha-concat",
-            "test_check_attention.py::mha-no-w-o",
-            "test_check_attention.py::mha-mask-inverted",
-            "test_check_attention.py::mha_heads_last",
-            "test_check_attention.py::mha_keys_values_swapped",
-            "test_check_attention.py::mha_divided_by_d_head",
+            "test_check_multi_head.py::mha-no-scale",
+            "test_check_multi_head.py::mha-split-view",
+            "test_check_multi_head.py::mha-concat",
+            "test_check_multi_head.py::mha-no-w-o",
+            "test_check_multi_head.py::mha-mask-inverted",
+            "test_check_multi_head.py::mha_heads_last",
+            "test_check_multi_head.py::mha_keys_values_swapped",
+            "test_check_multi_head.py::mha_divided_by_d_head",
         ],
     },
     "layer_norm": {
@@ -179,33 +181,33 @@ COVERAGE: dict[str, dict[str, list[str]]] = {
     },
     "encoder_layer": {
         "alternatives": [
-            "test_check_encoder_decoder.py::EncoderLayer",
-            "test_check_encoder_decoder.py::EncoderLayerHelper",
-            "test_check_encoder_decoder.py::EncoderLayerBlocks",
+            "test_check_encoder_layer.py::EncoderLayer",
+            "test_check_encoder_layer.py::EncoderLayerHelper",
+            "test_check_encoder_layer.py::EncoderLayerBlocks",
         ],
         "bugs": [
-            "test_check_encoder_decoder.py::enc-pre-norm",
-            "test_check_encoder_decoder.py::enc-no-residual",
-            "test_check_encoder_decoder.py::enc-mask-not-passed",
-            "test_check_encoder_decoder.py::enc-norms-swapped",
-            "test_check_encoder_decoder.py::enc_feed_forward_first",
-            "test_check_encoder_decoder.py::enc_no_residual_feed_forward",
+            "test_check_encoder_layer.py::enc-pre-norm",
+            "test_check_encoder_layer.py::enc-no-residual",
+            "test_check_encoder_layer.py::enc-mask-not-passed",
+            "test_check_encoder_layer.py::enc-norms-swapped",
+            "test_check_encoder_layer.py::enc_feed_forward_first",
+            "test_check_encoder_layer.py::enc_no_residual_feed_forward",
         ],
     },
     "decoder_layer": {
         "alternatives": [
-            "test_check_encoder_decoder.py::DecoderLayer",
-            "test_check_encoder_decoder.py::DecoderLayerHelper",
-            "test_check_encoder_decoder.py::DecoderLayerBlocks",
+            "test_check_decoder_layer.py::DecoderLayer",
+            "test_check_decoder_layer.py::DecoderLayerHelper",
+            "test_check_decoder_layer.py::DecoderLayerBlocks",
         ],
         "bugs": [
-            "test_check_encoder_decoder.py::dec-no-causal",
-            "test_check_encoder_decoder.py::dec-cross-on-x",
-            "test_check_encoder_decoder.py::dec-masks-swapped",
-            "test_check_encoder_decoder.py::dec-pre-norm",
-            "test_check_encoder_decoder.py::DecoderLayerCrossWiring",
-            "test_check_encoder_decoder.py::dec_cross_attention_first",
-            "test_check_encoder_decoder.py::dec_no_residual_self_attention",
+            "test_check_decoder_layer.py::dec-no-causal",
+            "test_check_decoder_layer.py::dec-cross-on-x",
+            "test_check_decoder_layer.py::dec-masks-swapped",
+            "test_check_decoder_layer.py::dec-pre-norm",
+            "test_check_decoder_layer.py::DecoderLayerCrossWiring",
+            "test_check_decoder_layer.py::dec_cross_attention_first",
+            "test_check_decoder_layer.py::dec_no_residual_self_attention",
         ],
     },
     "noam_rate": {
@@ -305,15 +307,15 @@ COVERAGE: dict[str, dict[str, list[str]]] = {
     },
     "label_smoothing_loss": {
         "alternatives": [
-            "test_check_training.py::ls_explicit_q",
-            "test_check_training.py::ls_loop",
-            "test_check_training.py::ls_kl_plus_entropy",
+            "test_check_loss.py::ls_explicit_q",
+            "test_check_loss.py::ls_loop",
+            "test_check_loss.py::ls_kl_plus_entropy",
         ],
         "bugs": [
-            "test_check_training.py::ls_cross_entropy_label_smoothing",
-            "test_check_training.py::no_smoothing",
-            "test_check_training.py::pad_not_ignored",
-            "test_check_training.py::ls_kl",
+            "test_check_loss.py::ls_cross_entropy_label_smoothing",
+            "test_check_loss.py::no_smoothing",
+            "test_check_loss.py::pad_not_ignored",
+            "test_check_loss.py::ls_kl",
         ],
     },
     "train_step": {
@@ -398,10 +400,12 @@ COVERAGE: dict[str, dict[str, list[str]]] = {
 # The files whose tables WRITTEN_DIFFERENTLY and BUGS_WRITTEN_DIFFERENTLY hold answers written differently.
 WRITTEN_DIFFERENTLY_FILES = [
     test_check_attention,
+    test_check_multi_head,
     test_check_masks,
     test_check_positional,
     test_check_layers,
-    test_check_encoder_decoder,
+    test_check_encoder_layer,
+    test_check_decoder_layer,
     test_check_schedule,
     test_check_vocab,
     test_check_decoding,

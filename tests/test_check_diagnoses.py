@@ -23,7 +23,6 @@ from torch import nn
 from check_helpers import failure
 from transformer_lessons import checks
 from transformer_lessons.attention import MultiHeadAttention, scaled_dot_product_attention
-from transformer_lessons.checks.common import Slip, slip_bugs
 from transformer_lessons.layers import LayerNorm, PositionwiseFeedForward
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -177,22 +176,6 @@ def test_a_sub_module_built_without_the_dropout_argument_is_named_with_its_rate(
     # argument, so the attention drops at its default 0.1 whatever make_model's dropout says.
     message = str(failure(checks.check_encoder_layer, encoder_layer(LayerNorm, pre_norm=False, pass_dropout=False)))
     assert "`self_attn.dropout` with p=0.1" in message
-
-
-def test_slip_bugs_tries_each_alone_then_pairs_on_different_knobs():
-    def simulate(a=0, b=0, c=0):
-        return (a, b, c)
-
-    bugs = slip_bugs(
-        simulate, [Slip("A", {"a": 1}), Slip("A2", {"a": 2}), Slip("B", {"b": 1})], partners=[Slip("C", {"c": 1})]
-    )
-    named = {hint: thunk() for hint, thunk in bugs}
-    assert [hint for hint, _ in bugs][:4] == ["A", "A2", "B", "C"]  # singles first, in order
-    assert named["two things differ, fix both:\n  1. A\n  2. B"] == (1, 1, 0)
-    assert named["two things differ, fix both:\n  1. B\n  2. C"] == (0, 1, 1)
-    assert not any("A\n  2. A2" in hint for hint in named)  # the same knob twice is no pair
-    without = slip_bugs(simulate, [Slip("A", {"a": 1}), Slip("B", {"b": 1})], [Slip("C", {"c": 1})], among=False)
-    assert [hint.split("\n")[-1] for hint, _ in without if "two things" in hint] == ["  2. C", "  2. C"]
 
 
 # --- a query whose keys are all blocked (notebook 01) -----------------------------------------------

@@ -22,10 +22,12 @@ from pathlib import Path
 
 import pytest
 import test_check_attention
+import test_check_decoder_layer
 import test_check_diagnoses
-import test_check_encoder_decoder
+import test_check_encoder_layer
 import test_check_layers
 import test_check_masks
+import test_check_multi_head
 import test_check_positional
 import test_check_schedule
 import test_check_tutorial_bugs
@@ -161,10 +163,12 @@ def first_level_messages() -> list[tuple[str, str]]:
     """(case, message) of every failure the checks' own tests provoke with their known-buggy answers."""
     files = [
         test_check_attention,
+        test_check_multi_head,
         test_check_masks,
         test_check_positional,
         test_check_layers,
-        test_check_encoder_decoder,
+        test_check_encoder_layer,
+        test_check_decoder_layer,
         test_check_schedule,
     ]
     cases = [

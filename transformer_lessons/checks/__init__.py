@@ -34,18 +34,25 @@ One module per concept, in the order the notebooks meet them:
 ================================  ====================================================
 ``common``                        what every check shares: :class:`ExerciseError`,
                                   the ``exercise`` decorator, calling and comparing
+``slips``                         mistakes tried one and two at a time ("two things
+                                  differ"); what the learner's module holds of its own
 ``_feedback``                     what the learner sees: the red box, their stub
                                   told from PyTorch's errors, "still checking"
-``attention``                     scaled dot-product and multi-head attention
+``attention``                     scaled dot-product attention
+``multi_head``                    multi-head attention
 ``masks``                         causal, padding and target masks; converting conventions
 ``embeddings``                    token embeddings scaled by √d_model; learned positions
 ``positional``                    the sinusoidal positional encoding
 ``layers``                        layer norm and the position-wise feed-forward
-``encoder_decoder``               the encoder and decoder layers
+``sublayers``                     what the layer checks share: the learner's parts in the
+                                  reference, restacked wrongly
+``encoder_layer``                 the encoder layer
+``decoder_layer``                 the decoder layer
 ``assembly``                      the whole model from its two halves
 ``batching``                      batching by tokens
 ``schedule``                      the learning-rate schedule
-``training``                      the label-smoothing loss and one training step
+``loss``                          the label-smoothing loss
+``training``                      one training step
 ``vocab``                         building a vocabulary
 ``decoding``                      greedy decoding
 ``beam``                          one step of beam search
@@ -57,16 +64,19 @@ One module per concept, in the order the notebooks meet them:
 
 from transformer_lessons.checks.common import ExerciseError
 from transformer_lessons.checks.assembly import check_transformer_forward
-from transformer_lessons.checks.attention import check_multi_head_attention, check_scaled_dot_product_attention
+from transformer_lessons.checks.attention import check_scaled_dot_product_attention
 from transformer_lessons.checks.batching import check_batch_by_tokens
 from transformer_lessons.checks.beam import check_beam_step
 from transformer_lessons.checks.bleu import check_brevity_penalty, check_modified_precision
+from transformer_lessons.checks.decoder_layer import check_decoder_layer
 from transformer_lessons.checks.decoding import check_greedy_decode
 from transformer_lessons.checks.distributed import check_rank_loss
 from transformer_lessons.checks.embeddings import check_embedding_scale, check_learned_positions
-from transformer_lessons.checks.encoder_decoder import check_decoder_layer, check_encoder_layer
+from transformer_lessons.checks.encoder_layer import check_encoder_layer
 from transformer_lessons.checks.kv_cache import check_append_kv, check_reorder_kv
 from transformer_lessons.checks.layers import check_feed_forward, check_layer_norm
+from transformer_lessons.checks.multi_head import check_multi_head_attention
+from transformer_lessons.checks.loss import check_label_smoothing_loss
 from transformer_lessons.checks.masks import (
     check_causal_mask,
     check_mask_inversion,
@@ -75,7 +85,7 @@ from transformer_lessons.checks.masks import (
 )
 from transformer_lessons.checks.positional import check_positional_encoding
 from transformer_lessons.checks.schedule import check_noam_rate
-from transformer_lessons.checks.training import check_label_smoothing_loss, check_train_step
+from transformer_lessons.checks.training import check_train_step
 from transformer_lessons.checks.vocab import check_build_vocab
 
 __all__ = [

@@ -1,43 +1,32 @@
-"""Checks for attention: scaled dot-product attention (paper §3.2.1) and multi-head attention (§3.2.2).
+"""Check for scaled dot-product attention (paper §3.2.1, Eq. 1): softmax(QKᵀ / √d_k) V.
 
-The references are PyTorch's own: ``F.scaled_dot_product_attention`` for the
-output of one attention, and ``nn.MultiheadAttention`` holding the learner's
-four projections for multi-head attention. The bug simulations (:func:`_attention`,
-:func:`_mha`) recompute the answer with one mistake switched on.
+The reference is PyTorch's own ``F.scaled_dot_product_attention`` for the output;
+the bug simulation :func:`_attention` recomputes the answer with one mistake
+switched on. Multi-head attention, built on it, is checked in :mod:`.multi_head`.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any, Callable, Sequence
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from transformer_lessons.checks.common import (
-    DROPOUT,
     MASK_NAN_HINT,
     NEG,
     Bug,
     ExerciseError,
-    Slip,
     call_answer,
-    call_in_eval,
     diagnose,
     exercise,
-    expect_dropout,
     expect_tensor,
     expect_unchanged,
     known_bug,
-    expect_linear,
-    build_module,
     shape_of,
-    slip_bugs,
 )
-
-# --- scaled dot-product attention ---------------------------------------------------
+from transformer_lessons.checks.slips import Slip, slip_bugs
 
 
 def _allowed_mask(shape: Sequence[int]) -> torch.Tensor:
@@ -64,41 +53,38 @@ def _attention(q, k, v, mask=None, scale=None, dim=-1, mask_mode="fill"):
     return weights @ v, weights
 
 
-def _sdpa_bugs(q, k, v, mask=None) -> list[Bug]:
-    """The common attention bugs on these inputs, alone and two at a time (no scaling AND the wrong axis, say)."""
+def _mask_slips() -> list[Slip]:
+    """The ways a mask goes wrong: discarded, inverted, applied after the softmax, multiplied in."""
+    return [
+        Slip(
+            "your mask has no effect: masked_fill returns a NEW tensor, which must be assigned back to the "
+            "scores[[: scores = scores.masked_fill(~mask, float('-inf'))]]. (This bug made one published tutorial's model "
+            "answer 'pool pool pool'.)",
+            {"mask": None},
+        ),
+        Slip(
+            "your mask is inverted: True means 'may attend', so fill the scores where the mask is False"
+            "[[: scores.masked_fill(~mask, float('-inf')) (or mask == 0), not masked_fill(mask, ...)]]",
+            {"mask_mode": "inverted"},
+        ),
+        Slip(
+            "you zeroed masked weights after the softmax, so the remaining weights no longer sum to 1: "
+            "mask the scores with -inf BEFORE the softmax",
+            {"mask_mode": "zero_after"},
+        ),
+        Slip(
+            "multiplying the scores by the mask gives masked keys a score of 0, which still gets weight: "
+            "fill them with -inf instead, so that their weight is exactly 0"
+            "[[: scores.masked_fill(~mask, float('-inf'))]]",
+            {"mask_mode": "multiply"},
+        ),
+    ]
+
+
+def _scale_slips(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> list[Slip]:
+    """The ways the 1/sqrt(d_k) scaling goes wrong: missing, d_k instead of its root, the size of another axis."""
     d_k = q.size(-1)
-    scores = q @ k.transpose(-2, -1)
-
-    def simulate(**knobs):
-        return _attention(q, k, v, **({"mask": mask} | knobs))
-
-    slips: list[Slip] = []
-    if mask is not None:
-        slips += [
-            Slip(
-                "your mask has no effect: masked_fill returns a NEW tensor, which must be assigned back to the "
-                "scores[[: scores = scores.masked_fill(~mask, float('-inf'))]]. (This bug made one published tutorial's model "
-                "answer 'pool pool pool'.)",
-                {"mask": None},
-            ),
-            Slip(
-                "your mask is inverted: True means 'may attend', so fill the scores where the mask is False"
-                "[[: scores.masked_fill(~mask, float('-inf')) (or mask == 0), not masked_fill(mask, ...)]]",
-                {"mask_mode": "inverted"},
-            ),
-            Slip(
-                "you zeroed masked weights after the softmax, so the remaining weights no longer sum to 1: "
-                "mask the scores with -inf BEFORE the softmax",
-                {"mask_mode": "zero_after"},
-            ),
-            Slip(
-                "multiplying the scores by the mask gives masked keys a score of 0, which still gets weight: "
-                "fill them with -inf instead, so that their weight is exactly 0"
-                "[[: scores.masked_fill(~mask, float('-inf'))]]",
-                {"mask_mode": "multiply"},
-            ),
-        ]
-    slips += [
+    slips = [
         Slip(
             "did you forget to divide the scores by sqrt(d_k)?[[ softmax(query @ key.transpose(-2, -1) / math.sqrt(d_k))]]",
             {"scale": 1.0},
@@ -116,17 +102,27 @@ def _sdpa_bugs(q, k, v, mask=None) -> list[Bug]:
         )
         for n in other_sizes
     ]
-    slips += [
-        Slip(
-            "the softmax runs over the wrong axis (the queries): it must run over the keys, the last "
-            "axis, so that each query's weights sum to 1[[: softmax(dim=-1)]]",
-            {"dim": -2},
-        ),
-        Slip(
-            "the softmax runs over the wrong axis (the batch): it must run over the keys, the last axis[[: softmax(dim=-1)]]",
-            {"dim": 0},
-        ),
-    ]
+    return slips
+
+
+# The softmax over an axis other than the keys'.
+_SOFTMAX_AXIS_SLIPS = [
+    Slip(
+        "the softmax runs over the wrong axis (the queries): it must run over the keys, the last "
+        "axis, so that each query's weights sum to 1[[: softmax(dim=-1)]]",
+        {"dim": -2},
+    ),
+    Slip(
+        "the softmax runs over the wrong axis (the batch): it must run over the keys, the last axis[[: softmax(dim=-1)]]",
+        {"dim": 0},
+    ),
+]
+
+
+def _product_bugs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> list[Bug]:
+    """Bugs the simulator has no knob for: the scores in place of the weights, and wrong matmul orders."""
+    d_k = q.size(-1)
+    scores = q @ k.transpose(-2, -1)
 
     def masked(s):
         return s if mask is None else s.masked_fill(~mask, NEG)
@@ -162,7 +158,17 @@ def _sdpa_bugs(q, k, v, mask=None) -> list[Bug]:
             lambda: (((q @ k) / math.sqrt(d_k)).softmax(-1) @ v, ((q @ k) / math.sqrt(d_k)).softmax(-1)),
         ),
     ]
-    return slip_bugs(simulate, slips, others=others)
+    return others
+
+
+def _sdpa_bugs(q, k, v, mask=None) -> list[Bug]:
+    """The common attention bugs on these inputs, alone and two at a time (no scaling AND the wrong axis, say)."""
+
+    def simulate(**knobs):
+        return _attention(q, k, v, **({"mask": mask} | knobs))
+
+    slips = (_mask_slips() if mask is not None else []) + _scale_slips(q, k, v) + _SOFTMAX_AXIS_SLIPS
+    return slip_bugs(simulate, slips, others=_product_bugs(q, k, v, mask))
 
 
 def _unpack_attention(
@@ -355,206 +361,3 @@ def check_scaled_dot_product_attention(fn: Callable[..., tuple[torch.Tensor, tor
         ) from error.__cause__
     note = _blocked_query(fn)
     return "shapes, values against F.scaled_dot_product_attention, masking, rows sum to 1, heads axis" + note
-
-
-# --- multi-head attention ------------------------------------------------------------
-
-
-def _mha(
-    m,
-    n_heads,
-    query,
-    key,
-    value,
-    mask=None,
-    *,
-    scale=None,
-    split="ok",
-    concat="ok",
-    w_o=True,
-    mask_mode="ok",
-    inputs="ok",
-):
-    """Multi-head attention from the learner's four Linear layers, with knobs that reproduce the common bugs."""
-    B, T, D = query.shape
-    Dh = D // n_heads
-    if inputs == "query":
-        key = value = query
-    elif inputs == "swap":
-        key, value = value, key
-
-    def project(layer, x):
-        return F.linear(x, layer.weight, layer.bias)
-
-    def heads(x):
-        L = x.size(1)
-        if split == "view":  # no transpose: each "head" gets a slab of consecutive positions
-            return x.reshape(B, n_heads, L, Dh)
-        return x.reshape(B, L, n_heads, Dh).transpose(1, 2)  # (B, L, D) -> (B, H, L, Dh)
-
-    q, k, v = heads(project(m.w_q, query)), heads(project(m.w_k, key)), heads(project(m.w_v, value))
-    scores = q @ k.transpose(-2, -1) * (1 / math.sqrt(Dh) if scale is None else scale)  # (B, H, T, S)
-    if mask is not None and mask_mode != "ignore":
-        scores = scores.masked_fill(mask if mask_mode == "inverted" else ~mask, NEG)
-    out = scores.softmax(-1) @ v  # (B, H, T, Dh)
-    if concat == "no_transpose":
-        out = out.reshape(B, T, D)
-    elif concat == "heads_last":
-        out = out.permute(0, 2, 3, 1).reshape(B, T, D)  # (B, T, Dh, H): head index varies fastest
-    else:
-        out = out.transpose(1, 2).reshape(B, T, D)  # (B, H, T, Dh) -> (B, T, D)
-    return project(m.w_o, out) if w_o else out
-
-
-def _torch_mha(m, n_heads, query, key, value, mask=None) -> torch.Tensor:
-    """nn.MultiheadAttention holding the learner's weights: the independent reference."""
-    D = query.size(-1)
-    ref = nn.MultiheadAttention(D, n_heads, dropout=0.0, batch_first=True).eval()
-    zero = torch.zeros(D)
-    ref.in_proj_weight.copy_(torch.cat([m.w_q.weight, m.w_k.weight, m.w_v.weight]))
-    ref.in_proj_bias.copy_(torch.cat([b if b is not None else zero for b in (m.w_q.bias, m.w_k.bias, m.w_v.bias)]))
-    ref.out_proj.weight.copy_(m.w_o.weight)
-    ref.out_proj.bias.copy_(m.w_o.bias if m.w_o.bias is not None else zero)
-    attn_mask = None
-    if mask is not None:
-        B, T, S = query.size(0), query.size(1), key.size(1)
-        # nn.MultiheadAttention reads True as BLOCKED, the opposite of our convention: invert.
-        attn_mask = ~mask.expand(B, n_heads, T, S).reshape(B * n_heads, T, S)
-    return ref(query, key, value, attn_mask=attn_mask, need_weights=False)[0]
-
-
-def _mha_bugs(m: nn.Module, H: int, q, k, v, mask) -> list[Bug]:
-    """The common multi-head attention bugs on these inputs, alone and two at a time: each hint, and what it returns."""
-    D = q.size(-1)
-    split = (
-        "the heads are split wrongly: viewing the projections as (B, H, L, d_head) mixes positions across heads. "
-        "Split the LAST axis into (H, d_head), then move the heads axis forward"
-        "[[: x.view(B, L, H, d_head).transpose(1, 2)]]"
-    )
-    slips = [
-        Slip(
-            "did you forget to divide the scores by sqrt(d_head)? "
-            "[[ Each head's scores are q @ k.transpose(-2, -1) / math.sqrt(d_head)]]",
-            {"scale": 1.0},
-        ),
-        Slip(
-            f"divide each head's scores by sqrt(d_head) = sqrt(d_model / n_heads) = {math.sqrt(D // H):.3g}, "
-            f"not sqrt(d_model) = {math.sqrt(D):.3g}",
-            {"scale": 1 / math.sqrt(D)},
-        ),
-        Slip(f"divide by sqrt(d_head) = {math.sqrt(D // H):.3g}, not d_head = {D // H}", {"scale": 1 / (D // H)}),
-        Slip(split, {"split": "view", "concat": "no_transpose"}),
-        Slip(split, {"split": "view"}),
-        Slip(
-            "the heads are concatenated wrongly: transpose (B, H, T, d_head) back to (B, T, H, d_head) BEFORE "
-            "reshaping to (B, T, d_model)[[: out.transpose(1, 2).reshape(B, T, d_model)]]",
-            {"concat": "no_transpose"},
-        ),
-        Slip(
-            "the heads are concatenated in the wrong order: each position's vector is head 0's d_head values, "
-            "then head 1's, ...[[: out.transpose(1, 2).reshape(B, T, d_model)]]",
-            {"concat": "heads_last"},
-        ),
-        Slip(
-            "the output projection w_o is missing: apply it to the concatenated heads"
-            "[[: return self.w_o(concatenated heads)]]",
-            {"w_o": False},
-        ),
-        Slip(
-            "forward uses the query for keys and values: project key with w_k and value with w_v", {"inputs": "query"}
-        ),
-        Slip("keys and values are swapped: keys come from w_k(key), values from w_v(value)", {"inputs": "swap"}),
-    ]
-    if mask is not None:
-        slips[:0] = [
-            Slip(
-                "the mask is ignored: pass it on to the attention, where scores are filled with -inf where it is False",
-                {"mask_mode": "ignore"},
-            ),
-            Slip(
-                "the mask is inverted: True means 'may attend'; fill the scores where the mask is False",
-                {"mask_mode": "inverted"},
-            ),
-        ]
-    return slip_bugs(functools.partial(_mha, m, H, q, k, v, mask), slips)
-
-
-@exercise(
-    "multi_head_attention",
-    "project with w_q, w_k, w_v, split into heads (B, H, L, d_head), attend, merge the heads and apply w_o",
-    takes="class",
-)
-def check_multi_head_attention(cls: Callable[..., nn.Module]) -> str:
-    """Check a multi-head attention module (paper §3.2.2).
-
-    Expected signature: ``cls(d_model, n_heads, dropout=0.0)``, an ``nn.Module``
-    owning four ``nn.Linear(d_model, d_model)`` named ``w_q, w_k, w_v, w_o``, with
-    ``forward(query, key, value, mask=None) -> output``. The check copies those
-    weights into ``nn.MultiheadAttention`` and compares. It builds the module with
-    dropout on and compares in eval mode, where dropout must be off; in training
-    mode the dropout must change the output.
-
-    Shape:
-        query ``(B, T, D)``, key and value ``(B, S, D)``, mask bool broadcastable
-        to ``(B, H, T, S)`` (True = may attend); output ``(B, T, D)``.
-
-    Args:
-        cls: the learner's class.
-
-    Returns:
-        None. Prints one line when the answer is right, and "not implemented
-        yet" while it still raises NotImplementedError.
-
-    Raises:
-        ExerciseError: naming the likely bug (scaling, head split or merge, missing
-            w_o, mask ignored or inverted, key/value mixed up).
-    """
-    D, H = 12, 3  # d_head = 4: sqrt(d_head) = 2, sqrt(d_model) = 3.46, d_head = 4 all differ
-    m = build_module(cls, (D, H, DROPOUT), "cls(d_model, n_heads, dropout)")
-    for name in ("w_q", "w_k", "w_v", "w_o"):
-        expect_linear(m, name, D, D, "your MultiHeadAttention")
-    B, T, S = 2, 4, 6
-    pad = torch.tensor([[True] * S, [True] * (S - 2) + [False] * 2])
-    x = torch.randn(B, T, D)
-    causal = torch.ones(T, T, dtype=torch.bool).tril()
-    # T != S and key != value, so mixing up lengths or inputs shows.
-    cases = [
-        ("cross-attention without a mask", (torch.randn(B, T, D), torch.randn(B, S, D), torch.randn(B, S, D), None)),
-        (
-            "cross-attention with a padding mask (B, 1, 1, S)",
-            (torch.randn(B, T, D), torch.randn(B, S, D), torch.randn(B, S, D), pad[:, None, None, :]),
-        ),
-        ("self-attention with a causal mask (T, T)", (x, x, x, causal)),
-    ]
-    for case, (q, k, v, mask) in cases:
-        inputs = {"query": q, "key": k, "value": v}
-        originals = {name: t.clone() for name, t in inputs.items()}
-        args = (q, k, v) if mask is None else (q, k, v, mask)
-        out = call_in_eval(m, *args)
-        expect_unchanged(originals, inputs)
-        out = expect_tensor(
-            out,
-            "the output",
-            (B, T, D),
-            q.dtype,
-            nan_hint=MASK_NAN_HINT,
-            shape_hint="one d_model vector per query: (B, T, d_model)",
-        )
-        diagnose(
-            out,
-            _torch_mha(m, H, q, k, v, mask),
-            _mha_bugs(m, H, q, k, v, mask),
-            f"the output ({case})",
-            "compare with nn.MultiheadAttention holding your weights",
-        )
-    expect_dropout(
-        m,
-        lambda: build_module(cls, (D, H, 0.0), "cls(d_model, n_heads, dropout)"),
-        args,
-        out,
-        "to the attention weights, after the softmax",
-    )
-    return (
-        "shapes, values against nn.MultiheadAttention with your weights, padding and causal masks, inputs "
-        "unchanged, dropout on in training only"
-    )

@@ -18,15 +18,14 @@ import torch
 from transformer_lessons.checks.common import (
     Bug,
     ExerciseError,
-    Slip,
     call_answer,
     diagnose,
     exercise,
     expect_tensor,
     expect_unchanged,
     known_bug,
-    slip_bugs,
 )
+from transformer_lessons.checks.slips import Slip, slip_bugs
 
 _NEG_INF = float("-inf")
 

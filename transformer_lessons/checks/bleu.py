@@ -17,15 +17,8 @@ from typing import Any, Callable
 
 import torch
 
-from transformer_lessons.checks.common import (
-    NO_RETURN,
-    ExerciseError,
-    Slip,
-    call_answer,
-    exercise,
-    known_bug,
-    slip_pairs,
-)
+from transformer_lessons.checks.common import NO_RETURN, ExerciseError, call_answer, exercise, known_bug
+from transformer_lessons.checks.slips import Slip, slip_pairs
 
 # (hypothesis, reference, n): clipping (Papineni's "the the the ..."), all four orders, sentences shorter than n, empty.
 _PAPINENI = ("the the the the the the the".split(), "the cat is on the mat".split())

@@ -24,8 +24,8 @@ from transformer_lessons.checks.common import (
     expect_unchanged,
     known_bug,
     shape_of,
-    two_things,
 )
+from transformer_lessons.checks.slips import two_things
 from transformer_lessons.config import ModelConfig
 from transformer_lessons.data import Batch, make_batch
 from transformer_lessons.decode import greedy_decode

@@ -17,7 +17,6 @@ from transformer_lessons.checks.common import (
     DROPOUT,
     Bug,
     ExerciseError,
-    Slip,
     call_answer,
     call_in_eval,
     diagnose,
@@ -28,11 +27,9 @@ from transformer_lessons.checks.common import (
     known_bug,
     expect_linear,
     build_module,
-    own_default,
-    own_number,
     shape_of,
-    slip_bugs,
 )
+from transformer_lessons.checks.slips import Slip, own_default, own_number, slip_bugs
 
 
 def _layer_norm(
@@ -52,6 +49,75 @@ def _layer_norm(
 
 # Where learners (and tutorials) keep their epsilon: nn.LayerNorm's `eps`, BERT's `variance_epsilon`, ...
 _EPS_NAMES = ("eps", "epsilon", "variance_epsilon", "eps_")
+
+
+# The formula's mistakes, independent of the inputs: each alone, then (slip_bugs) two at a time.
+_LAYER_NORM_SLIPS = [
+    Slip(
+        "use the biased variance, as nn.LayerNorm does, dividing by D "
+        "(torch.var's default divides by D - 1)[[: x.var(dim=-1, keepdim=True, unbiased=False)]]",
+        {"unbiased": True},
+    ),
+    Slip(
+        "eps belongs INSIDE the square root, added to the variance, not to the standard deviation"
+        "[[: (x - mean) / torch.sqrt(var + eps), not / (std + eps)]]",
+        {"eps_outside": True},
+    ),
+    Slip(
+        "use the biased variance and put eps inside the square root"
+        "[[: (x - mean) / torch.sqrt(var + eps) with var = x.var(dim=-1, keepdim=True, unbiased=False)]]",
+        {"eps_outside": True, "unbiased": True},
+    ),
+    Slip(
+        "divide by the standard deviation (the square root), not by the variance[[: torch.sqrt(var + eps)]]",
+        {"sqrt": False},
+    ),
+    Slip(
+        "normalise over the LAST axis, the features; "
+        "you normalised over the batch (dim=0)[[: mean(dim=-1, keepdim=True), var(dim=-1, ...)]]",
+        {"dim": 0},
+    ),
+    Slip(
+        "normalise over the LAST axis, the features; you normalised over the "
+        "positions (dim=1)[[: mean(dim=-1, keepdim=True)]]",
+        {"dim": 1},
+    ),
+    Slip(
+        "normalise each vector over the LAST axis, not over the whole tensor[[: dim=-1, keepdim=True]]",
+        {"dim": (0, 1, 2)},
+    ),
+    Slip("the gain is missing: multiply the normalised x by self.weight", {"gain": False}),
+    Slip("the bias is missing: add self.bias after scaling", {"shift": False}),
+    Slip(
+        "the gain and the bias are missing: scale by weight, then shift by bias"
+        "[[: return self.weight * normalised + self.bias]]",
+        {"gain": False, "shift": False},
+    ),
+    Slip("weight and bias are swapped: weight multiplies, bias adds", {"swap": True}),
+]
+
+
+def _eps_partners(eps: float, own_eps: float | None, default: bool) -> list[Slip]:
+    """The learner's own epsilon, as a partner slip tried on top of every formula bug (see :func:`_layer_norm_bugs`)."""
+    differs = own_eps is not None and not math.isclose(own_eps, eps)
+    partners = []
+    if default:  # built as cls(d_model): its own default eps, or (unknown) the usual other one, 1e-6
+        wrong_eps = own_eps if differs else 1e-6
+        hint = (
+            f"your default eps is {wrong_eps:g}: this exercise's, like nn.LayerNorm's, is 1e-5 (eps decides how "
+            "much a vector of nearly equal entries is blown up, so the two give different outputs)"
+        )
+    else:  # built as cls(d_model, eps=eps): what it uses instead, or (unknown) the default 1e-5
+        wrong_eps = own_eps if differs else 1e-5
+        hint = (
+            f"the eps argument is ignored: built with eps={eps:g}, your module uses {wrong_eps:g}. Store the "
+            "argument and use it"
+            if differs
+            else "the eps argument is ignored: store it and use it[[: self.eps = eps]]"
+        )
+    if differs or own_eps is None:
+        partners.append(Slip(hint, {"eps": wrong_eps}))
+    return partners
 
 
 def _layer_norm_bugs(
@@ -74,68 +140,7 @@ def _layer_norm_bugs(
     def simulate(**knobs):
         return _layer_norm(x, weight, bias, **({"eps": eps} | knobs))
 
-    slips = [
-        Slip(
-            "use the biased variance, as nn.LayerNorm does, dividing by D "
-            "(torch.var's default divides by D - 1)[[: x.var(dim=-1, keepdim=True, unbiased=False)]]",
-            {"unbiased": True},
-        ),
-        Slip(
-            "eps belongs INSIDE the square root, added to the variance, not to the standard deviation"
-            "[[: (x - mean) / torch.sqrt(var + eps), not / (std + eps)]]",
-            {"eps_outside": True},
-        ),
-        Slip(
-            "use the biased variance and put eps inside the square root"
-            "[[: (x - mean) / torch.sqrt(var + eps) with var = x.var(dim=-1, keepdim=True, unbiased=False)]]",
-            {"eps_outside": True, "unbiased": True},
-        ),
-        Slip(
-            "divide by the standard deviation (the square root), not by the variance[[: torch.sqrt(var + eps)]]",
-            {"sqrt": False},
-        ),
-        Slip(
-            "normalise over the LAST axis, the features; "
-            "you normalised over the batch (dim=0)[[: mean(dim=-1, keepdim=True), var(dim=-1, ...)]]",
-            {"dim": 0},
-        ),
-        Slip(
-            "normalise over the LAST axis, the features; you normalised over the "
-            "positions (dim=1)[[: mean(dim=-1, keepdim=True)]]",
-            {"dim": 1},
-        ),
-        Slip(
-            "normalise each vector over the LAST axis, not over the whole tensor[[: dim=-1, keepdim=True]]",
-            {"dim": (0, 1, 2)},
-        ),
-        Slip("the gain is missing: multiply the normalised x by self.weight", {"gain": False}),
-        Slip("the bias is missing: add self.bias after scaling", {"shift": False}),
-        Slip(
-            "the gain and the bias are missing: scale by weight, then shift by bias"
-            "[[: return self.weight * normalised + self.bias]]",
-            {"gain": False, "shift": False},
-        ),
-        Slip("weight and bias are swapped: weight multiplies, bias adds", {"swap": True}),
-    ]
-    differs = own_eps is not None and not math.isclose(own_eps, eps)
-    partners = []
-    if default:  # built as cls(d_model): its own default eps, or (unknown) the usual other one, 1e-6
-        wrong_eps = own_eps if differs else 1e-6
-        hint = (
-            f"your default eps is {wrong_eps:g}: this exercise's, like nn.LayerNorm's, is 1e-5 (eps decides how "
-            "much a vector of nearly equal entries is blown up, so the two give different outputs)"
-        )
-    else:  # built as cls(d_model, eps=eps): what it uses instead, or (unknown) the default 1e-5
-        wrong_eps = own_eps if differs else 1e-5
-        hint = (
-            f"the eps argument is ignored: built with eps={eps:g}, your module uses {wrong_eps:g}. Store the "
-            "argument and use it"
-            if differs
-            else "the eps argument is ignored: store it and use it[[: self.eps = eps]]"
-        )
-    if differs or own_eps is None:
-        partners.append(Slip(hint, {"eps": wrong_eps}))
-    return slip_bugs(simulate, slips, partners)
+    return slip_bugs(simulate, _LAYER_NORM_SLIPS, _eps_partners(eps, own_eps, default))
 
 
 def _renamed_parameters(m: nn.Module, D: int) -> ExerciseError | None:

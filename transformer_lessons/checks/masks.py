@@ -24,8 +24,8 @@ from transformer_lessons.checks.common import (
     expect_unchanged,
     known_bug,
     shape_of,
-    two_things,
 )
+from transformer_lessons.checks.slips import two_things
 
 
 @exercise("causal_mask", "return a (size, size) bool tensor, True on and below the diagonal")

@@ -13,16 +13,8 @@ from typing import Callable
 
 import torch
 
-from transformer_lessons.checks.common import (
-    ExerciseError,
-    Slip,
-    call_answer,
-    diagnose,
-    exercise,
-    expect_tensor,
-    shape_of,
-    slip_bugs,
-)
+from transformer_lessons.checks.common import ExerciseError, call_answer, diagnose, exercise, expect_tensor, shape_of
+from transformer_lessons.checks.slips import Slip, slip_bugs
 
 
 def _sinusoid(max_len, d_model, base=10000.0, start=0, exponent="2i", layout="interleaved", first="sin", exp=True):

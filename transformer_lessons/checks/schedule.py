@@ -14,15 +14,8 @@ from typing import Callable
 
 import torch
 
-from transformer_lessons.checks.common import (
-    NO_RETURN,
-    ExerciseError,
-    Slip,
-    call_answer,
-    exercise,
-    known_bug,
-    slip_pairs,
-)
+from transformer_lessons.checks.common import NO_RETURN, ExerciseError, call_answer, exercise, known_bug
+from transformer_lessons.checks.slips import Slip, slip_pairs
 from transformer_lessons.schedule import noam_rate
 
 
@@ -35,6 +28,67 @@ def _buggy_noam(
     """
     step = step + shift
     return factor * d_model**d_power * pick(step**step_power, step * warmup**warmup_power)
+
+
+# The schedule's mistakes: each hint, and the knobs of _buggy_noam that reproduce it.
+_NOAM_BUGS = [
+    (
+        "the warm-up is missing: take the smaller of the decay term and the warm-up term, so the rate grows "
+        "linearly for the first `warmup` steps[[: min(step ** -0.5, step * warmup ** -1.5)]]",
+        dict(pick=lambda a, b: a),
+    ),
+    (
+        "only the warm-up branch is there: take the smaller of it and the decay term, so the rate decays "
+        "after `warmup` steps[[: min(step ** -0.5, step * warmup ** -1.5)]]",
+        dict(pick=lambda a, b: b),
+    ),
+    (
+        "use the smaller (min), not the larger (max), of the decay and warm-up terms"
+        "[[: min(step ** -0.5, step * warmup ** -1.5)]]",
+        dict(pick=max),
+    ),
+    (
+        "the exponents are wrong: warmup's power is -1.5 in the warm-up term (you used -0.5)"
+        "[[: step ** -0.5 and step * warmup ** -1.5]]",
+        dict(warmup_power=-0.5),
+    ),
+    (
+        "the exponents are wrong: the step's power is -0.5 in the decay term (you used -1.5)"
+        "[[: step ** -0.5 and step * warmup ** -1.5]]",
+        dict(step_power=-1.5),
+    ),
+    (
+        "the exponents are swapped: -0.5 belongs to the step, -1.5 to warmup[[: step ** -0.5 and warmup ** -1.5]]",
+        dict(step_power=-1.5, warmup_power=-0.5),
+    ),
+    ("d_model should be raised to the power -0.5[[: d_model ** -0.5]]", dict(d_power=0.5)),
+    ("d_model should be raised to the power -0.5[[: d_model ** -0.5]]", dict(d_power=-1.0)),
+    ("the factor d_model to the power -0.5 is missing[[: d_model ** -0.5 * ...]]", dict(d_power=0.0)),
+    (
+        "off by one: at every step your rate is the schedule's rate of the NEXT step, as if the step were moved "
+        "by one inside the function. Steps count from 1 and the caller passes the step number itself, so use it "
+        "as it comes",
+        dict(shift=1),
+    ),
+]
+_NOAM_SLIPS = [Slip(hint, knobs) for hint, knobs in _NOAM_BUGS]
+
+
+def _rates(fn: Callable[..., float], cases: list[tuple[int, int, int, float]]) -> list[float]:
+    """The learner's rate for each (step, d_model, warmup, factor), as floats (factor passed only when not 1)."""
+    got = []
+    for step, d_model, warmup, factor in cases:
+        value = (
+            call_answer(fn, step, d_model, warmup) if factor == 1.0 else call_answer(fn, step, d_model, warmup, factor)
+        )
+        if isinstance(value, torch.Tensor) and value.numel() == 1:
+            value = value.item()
+        if value is None:
+            raise ExerciseError(NO_RETURN)
+        if not isinstance(value, numbers.Real):
+            raise ExerciseError(f"the rate should be a float, got {type(value).__name__}")
+        got.append(float(value))
+    return got
 
 
 @exercise(
@@ -64,18 +118,7 @@ def check_noam_rate(fn: Callable[..., float]) -> str:
     """
     cases = [(step, 512, 4000, 1.0) for step in (1, 100, 3999, 4000, 4001, 10000, 100000)]
     cases += [(step, 256, 100, 2.0) for step in (1, 50, 100, 1000)]
-    got = []
-    for step, d_model, warmup, factor in cases:
-        value = (
-            call_answer(fn, step, d_model, warmup) if factor == 1.0 else call_answer(fn, step, d_model, warmup, factor)
-        )
-        if isinstance(value, torch.Tensor) and value.numel() == 1:
-            value = value.item()
-        if value is None:
-            raise ExerciseError(NO_RETURN)
-        if not isinstance(value, numbers.Real):
-            raise ExerciseError(f"the rate should be a float, got {type(value).__name__}")
-        got.append(float(value))
+    got = _rates(fn, cases)
 
     def matches(rates):
         return all(math.isclose(g, e, rel_tol=1e-5) for g, e in zip(got, rates))
@@ -83,48 +126,7 @@ def check_noam_rate(fn: Callable[..., float]) -> str:
     expected = [noam_rate(*case) for case in cases]
     if matches(expected):
         return "warm-up, peak at step = warmup, 1/sqrt(step) decay, d_model and factor, 11 steps"
-    bugs = [
-        (
-            "the warm-up is missing: take the smaller of the decay term and the warm-up term, so the rate grows "
-            "linearly for the first `warmup` steps[[: min(step ** -0.5, step * warmup ** -1.5)]]",
-            dict(pick=lambda a, b: a),
-        ),
-        (
-            "only the warm-up branch is there: take the smaller of it and the decay term, so the rate decays "
-            "after `warmup` steps[[: min(step ** -0.5, step * warmup ** -1.5)]]",
-            dict(pick=lambda a, b: b),
-        ),
-        (
-            "use the smaller (min), not the larger (max), of the decay and warm-up terms"
-            "[[: min(step ** -0.5, step * warmup ** -1.5)]]",
-            dict(pick=max),
-        ),
-        (
-            "the exponents are wrong: warmup's power is -1.5 in the warm-up term (you used -0.5)"
-            "[[: step ** -0.5 and step * warmup ** -1.5]]",
-            dict(warmup_power=-0.5),
-        ),
-        (
-            "the exponents are wrong: the step's power is -0.5 in the decay term (you used -1.5)"
-            "[[: step ** -0.5 and step * warmup ** -1.5]]",
-            dict(step_power=-1.5),
-        ),
-        (
-            "the exponents are swapped: -0.5 belongs to the step, -1.5 to warmup[[: step ** -0.5 and warmup ** -1.5]]",
-            dict(step_power=-1.5, warmup_power=-0.5),
-        ),
-        ("d_model should be raised to the power -0.5[[: d_model ** -0.5]]", dict(d_power=0.5)),
-        ("d_model should be raised to the power -0.5[[: d_model ** -0.5]]", dict(d_power=-1.0)),
-        ("the factor d_model to the power -0.5 is missing[[: d_model ** -0.5 * ...]]", dict(d_power=0.0)),
-        (
-            "off by one: at every step your rate is the schedule's rate of the NEXT step, as if the step were moved "
-            "by one inside the function. Steps count from 1 and the caller passes the step number itself, so use it "
-            "as it comes",
-            dict(shift=1),
-        ),
-    ]
-    slips = [Slip(hint, knobs) for hint, knobs in bugs]
-    for hint, knobs in [*slips, *slip_pairs(slips)]:  # each alone, then two at a time
+    for hint, knobs in [*_NOAM_SLIPS, *slip_pairs(_NOAM_SLIPS)]:  # each alone, then two at a time
         if matches([_buggy_noam(*case, **knobs) for case in cases]):
             raise known_bug(hint)
     if matches([noam_rate(step, d_model, warmup) for step, d_model, warmup, _ in cases]):

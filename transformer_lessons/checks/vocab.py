@@ -12,15 +12,8 @@ import copy
 from collections import Counter
 from typing import Any, Callable
 
-from transformer_lessons.checks.common import (
-    NO_RETURN,
-    ExerciseError,
-    Slip,
-    call_answer,
-    exercise,
-    known_bug,
-    slip_bugs,
-)
+from transformer_lessons.checks.common import NO_RETURN, ExerciseError, call_answer, exercise, known_bug
+from transformer_lessons.checks.slips import Slip, slip_bugs
 from transformer_lessons.data import Vocab
 from transformer_lessons.specials import BOS_ID, EOS_ID, PAD_ID, SPECIALS
 
