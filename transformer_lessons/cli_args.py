@@ -6,7 +6,7 @@ calls these checks while it parses the arguments (:mod:`transformer_lessons.cli_
 names which option uses which). Each takes the text the user typed and returns the
 value, or raises ``argparse.ArgumentTypeError`` with a message that says what the
 option needs and what it got; argparse prefixes the option's name, so the line reads
-``--limit must be a positive whole number, got '0'``.
+``--limit must be a positive whole number, got 0``.
 """
 
 from __future__ import annotations
