@@ -15,6 +15,7 @@ import pytest
 from test_pretrained import no_course_model_anywhere, write_fake_course_model
 from test_train import toy_corpus
 from transformer_lessons import __main__ as cli
+from transformer_lessons import cli_args
 from transformer_lessons.__main__ import main
 
 DATA_DIR = Path(
@@ -468,7 +469,7 @@ def test_a_path_that_cannot_be_looked_at_is_one_line(tmp_path, monkeypatch, no_w
                 raise PermissionError(errno.EACCES, "Permission denied", str(self))
             return super().is_dir()
 
-    monkeypatch.setattr(cli, "Path", LockedPath)
+    monkeypatch.setattr(cli_args, "Path", LockedPath)  # where the options' paths are looked at
     for args in (
         ["train", "--out", str(locked / "run")],
         ["prepare", "--out", str(locked)],

@@ -74,17 +74,11 @@ def beam_search(
     if not 1 <= beam_size <= MAX_BEAM_SIZE:
         raise ValueError(f"beam_size must be between 1 and {MAX_BEAM_SIZE}, got {beam_size} (the paper uses 4)")
     B, device = src.size(0), src.device
-    K, alpha = (
-        beam_size,
-        length_penalty,
-    )  # the paper's letters; the argument is not read again (its name is also a function's)
-    memory = model.encode(src, src_mask).repeat_interleave(K, dim=0)  # (B, S, D) -> (B*K, S, D)
-    mask = src_mask.repeat_interleave(K, dim=0) if src_mask is not None else None  # (B*K, 1, 1, S)
-    seqs = torch.full((B, K, 1), bos_id, dtype=torch.long, device=device)  # (A, K, t), A = sentences still searched
-    scores = torch.zeros(B, K, device=device)  # summed log-probabilities of the live prefixes
-    scores[:, 1:] = float("-inf")  # all K start as the same <bos>: only the first may grow at step 1
+    # The paper's letters; the argument length_penalty is not read again (its name is also a function's).
+    K, alpha = beam_size, length_penalty
+    memory, mask, seqs, scores = _start_beams(model, src, src_mask, bos_id, K)  # seqs (B, K, 1), scores (B, K)
     finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(B)]
-    active = list(range(B))  # which sentence each row block of the tensors belongs to
+    active = list(range(B))  # which sentence each row block of the tensors belongs to; A = sentences still searched
     cache = model.init_cache(memory) if use_cache else None  # rows follow seqs.view(A * K, t)
     for t in range(1, max_new_tokens + 1):
         A = len(active)
@@ -113,6 +107,20 @@ def beam_search(
 
     out, best_scores = _best_hypotheses(finished, pad_id if pad_id is not None else eos_id, device)
     return (out, best_scores) if return_scores else out
+
+
+def _start_beams(model: Transformer, src: torch.Tensor, src_mask: torch.Tensor | None, bos_id: int, K: int):
+    """The search's start: the encoder's output and the mask once per beam, ``K`` prefixes ``<bos>`` and their scores.
+
+    Returns ``memory (B*K, S, D)``, ``mask (B*K, 1, 1, S)`` or ``None``, ``seqs (B, K, 1)`` and ``scores (B, K)``.
+    """
+    B, device = src.size(0), src.device
+    memory = model.encode(src, src_mask).repeat_interleave(K, dim=0)  # (B, S, D) -> (B*K, S, D)
+    mask = src_mask.repeat_interleave(K, dim=0) if src_mask is not None else None  # (B*K, 1, 1, S)
+    seqs = torch.full((B, K, 1), bos_id, dtype=torch.long, device=device)  # (B, K, 1): K prefixes per sentence
+    scores = torch.zeros(B, K, device=device)  # summed log-probabilities of the live prefixes
+    scores[:, 1:] = float("-inf")  # all K start as the same <bos>: only the first may grow at step 1
+    return memory, mask, seqs, scores
 
 
 def _next_log_probs(model: Transformer, memory, mask, prefixes: torch.Tensor, cache: KVCache | None) -> torch.Tensor:

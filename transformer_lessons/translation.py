@@ -93,51 +93,77 @@ def decode_token_lists(
     order = sorted((i for i in range(len(ids)) if ids[i]), key=lambda i: len(ids[i]))
     chunks = [order[a : a + batch_size] for a in range(0, len(order), batch_size)]
     if progress:
-        try:
-            from tqdm.auto import tqdm
-
-            how = f"temperature {temperature}" if temperature is not None else f"beam {beam_size}"
-            chunks = tqdm(chunks, desc=f"decode ({how})", leave=False)
-        except ImportError:  # progress bars are a nicety, never a requirement
-            pass
-    pad, bos, eos = tgt_vocab.pad_id, tgt_vocab.bos_id, tgt_vocab.eos_id
+        how = f"temperature {temperature}" if temperature is not None else f"beam {beam_size}"
+        chunks = _with_progress_bar(chunks, how)
     for chunk in chunks:
-        width = max(len(ids[i]) for i in chunk) + 1
-        src = torch.full((len(chunk), width), src_vocab.pad_id, dtype=torch.long)  # (B, S)
-        for row, i in enumerate(chunk):
-            src[row, : len(ids[i]) + 1] = torch.tensor(ids[i] + [src_vocab.eos_id])  # ids then <eos>, as in training
-        src = src.to(device)
+        src = _source_batch([ids[i] for i in chunk], src_vocab).to(device)  # (B, S)
         src_mask = padding_mask(src, src_vocab.pad_id)  # (B, 1, 1, S)
-        chunk_max_new_tokens = min(max_new_tokens or width + max_output_extra, model.config.max_len)
-        if temperature is not None:
-            ys = sample_decode(
-                model, src, src_mask, chunk_max_new_tokens, bos, eos, temperature, top_k, generator, pad
-            )  # (B, 1 + L)
-        elif beam_size == 1:
-            ys = greedy_decode(
-                model, src, src_mask, chunk_max_new_tokens, bos, eos, pad, use_cache=use_cache
-            )  # (B, 1 + L)
-        else:
-            ys = beam_search(
-                model,
-                src,
-                src_mask,
-                chunk_max_new_tokens,
-                bos,
-                eos,
-                beam_size,
-                length_penalty,
-                pad,
-                use_cache=use_cache,
-            )  # (B, 1 + L)
+        chunk_max_new_tokens = min(max_new_tokens or src.size(1) + max_output_extra, model.config.max_len)
+        ys = _decode_batch(
+            model,
+            src,
+            src_mask,
+            chunk_max_new_tokens,
+            tgt_vocab,
+            beam_size=beam_size,
+            length_penalty=length_penalty,
+            temperature=temperature,
+            top_k=top_k,
+            generator=generator,
+            use_cache=use_cache,
+        )  # (B, 1 + L)
         for row, seq in enumerate(ys[:, 1:].tolist()):
-            out = []
-            for token in seq:
-                out.append(token)
-                if token == eos:
-                    break
-            outputs[chunk[row]] = out
+            outputs[chunk[row]] = _up_to_eos(seq, tgt_vocab.eos_id)
     return outputs
+
+
+def _with_progress_bar(chunks: list, how: str):
+    """``chunks`` wrapped in a progress bar (``decode (beam 4)``), or as they are without tqdm."""
+    try:
+        from tqdm.auto import tqdm
+
+        return tqdm(chunks, desc=f"decode ({how})", leave=False)
+    except ImportError:  # progress bars are a nicety, never a requirement (tqdm, or a notebook's ipywidgets)
+        return chunks
+
+
+def _source_batch(ids: list[list[int]], src_vocab: "Vocab") -> torch.Tensor:
+    """The sources as one padded batch ``(B, S)``: each one's ids then ``<eos>``, as in training."""
+    width = max(len(i) for i in ids) + 1
+    src = torch.full((len(ids), width), src_vocab.pad_id, dtype=torch.long)  # (B, S)
+    for row, sentence in enumerate(ids):
+        src[row, : len(sentence) + 1] = torch.tensor(sentence + [src_vocab.eos_id])
+    return src
+
+
+def _decode_batch(
+    model: Transformer,
+    src: torch.Tensor,
+    src_mask: torch.Tensor,
+    max_new_tokens: int,
+    tgt_vocab: "Vocab",
+    *,
+    beam_size: int,
+    length_penalty: float,
+    temperature: float | None,
+    top_k: int | None,
+    generator: torch.Generator | None,
+    use_cache: bool,
+) -> torch.Tensor:
+    """One batch decoded ``(B, 1 + L)``: sampled with a ``temperature``, else greedy (``beam_size=1``) or beam search."""
+    pad, bos, eos = tgt_vocab.pad_id, tgt_vocab.bos_id, tgt_vocab.eos_id
+    if temperature is not None:
+        return sample_decode(model, src, src_mask, max_new_tokens, bos, eos, temperature, top_k, generator, pad)
+    if beam_size == 1:
+        return greedy_decode(model, src, src_mask, max_new_tokens, bos, eos, pad, use_cache=use_cache)
+    return beam_search(
+        model, src, src_mask, max_new_tokens, bos, eos, beam_size, length_penalty, pad, use_cache=use_cache
+    )
+
+
+def _up_to_eos(seq: list[int], eos: int) -> list[int]:
+    """The generated ids up to the first ``<eos>``, included; the padding after it dropped."""
+    return seq[: seq.index(eos) + 1] if eos in seq else seq
 
 
 def _check_sampling(temperature: float | None, top_k: int | None, seed: int | None, beam_size: int) -> None:
@@ -241,41 +267,40 @@ def translate(
     of ``notes`` instead; anything but a ``str`` or a list/tuple of ``str``
     raises ``TypeError``; text with a lone surrogate (``"\\ud800"``) ``ValueError``.
     """
-    from transformer_lessons.data import Tokenizer
-
     items, single = _validate_sentences(sentences)
     _check_sampling(temperature, top_k, seed, beam_size)
     model, src_vocab, tgt_vocab, device = _resolve(model_or_checkpoint, src_vocab, tgt_vocab, device)
     _check_vocab_fits(model, src_vocab, tgt_vocab)
-    german = Tokenizer("de")  # spaCy loads on first use: all-empty input never needs it
-    src_tokens = [german.tokenize(s) if s.strip() else [] for s in items]
-    limit = model.config.max_len - 1
-    src_units = [src_vocab.segment(t) for t in src_tokens]  # what the model reads: words, or BPE pieces
-    src_units = _cut_long_sources(src_units, limit)
-    # decode_token_lists takes words and cuts each source to `limit` units itself.
-    sampling = {
-        "temperature": temperature,
-        "top_k": top_k,
-        "generator": None if seed is None else torch.Generator(device=device).manual_seed(seed),
-    }
+    src_tokens = _german_words(items)
+    # What the model reads (words, or BPE pieces), cut to fit with a note; decode_token_lists cuts its own ids alike.
+    src_units = _cut_long_sources([src_vocab.segment(t) for t in src_tokens], model.config.max_len - 1)
+    generator = None if seed is None else torch.Generator(device=device).manual_seed(seed)
+    decoding = {"temperature": temperature, "top_k": top_k, "generator": generator, "use_cache": use_cache}
     outputs = decode_token_lists(
-        model,
-        src_tokens,
-        src_vocab,
-        tgt_vocab,
-        beam_size,
-        length_penalty,
-        max_new_tokens,
-        batch_size,
-        **sampling,
-        use_cache=use_cache,
+        model, src_tokens, src_vocab, tgt_vocab, beam_size, length_penalty, max_new_tokens, batch_size, **decoding
     )
-    english = Tokenizer("en")
-    texts = [english.detokenize(tgt_vocab.decode_words(out)) for out in outputs]
+    texts, _ = _english(outputs, tgt_vocab)
     if not return_attention:
         return texts[0] if single else texts
     details = [_attention_details(model, units, out, src_vocab, tgt_vocab) for units, out in zip(src_units, outputs)]
     return (texts[0], details[0]) if single else (texts, details)
+
+
+def _german_words(sentences: list[str]) -> list[list[str]]:
+    """Each sentence's spaCy tokens; a blank sentence has none (spaCy loads on first use: all-blank input never needs it)."""
+    from transformer_lessons.data import Tokenizer
+
+    german = Tokenizer("de")
+    return [german.tokenize(s) if s.strip() else [] for s in sentences]
+
+
+def _english(outputs: list[list[int]], tgt_vocab: "Vocab") -> tuple[list[str], list[list[str]]]:
+    """The outputs as English sentences, cased and detokenized, and the words each one joins."""
+    from transformer_lessons.data import Tokenizer
+
+    english = Tokenizer("en")
+    words = [tgt_vocab.decode_words(out) for out in outputs]
+    return [english.detokenize(w) for w in words], words
 
 
 def _cut_long_sources(src_units: list[list[str]], limit: int) -> list[list[str]]:
@@ -375,8 +400,6 @@ def evaluate(
         ``tutorial_signature``, ``beam_size``, ``length_penalty``,
         ``hypotheses`` and ``references``.
     """
-    from transformer_lessons.data import Tokenizer
-
     model, src_vocab, tgt_vocab, device = _resolve(model_or_checkpoint, src_vocab, tgt_vocab, device)
     _check_vocab_fits(model, src_vocab, tgt_vocab)
     texts, tokens = _split_texts_and_tokens(split, corpus, data_dir, progress)
@@ -394,9 +417,12 @@ def evaluate(
         max_output_extra=max_output_extra,
         use_cache=use_cache,
     )
-    english = Tokenizer("en")
-    hyp_tokens = [tgt_vocab.decode_words(out) for out in outputs]
-    hypotheses = [english.detokenize(t) for t in hyp_tokens]
+    return _scored(split, outputs, texts, tokens, tgt_vocab, beam_size, length_penalty)
+
+
+def _scored(split: str, outputs, texts, tokens, tgt_vocab: "Vocab", beam_size: int, length_penalty: float) -> dict:
+    """What :func:`evaluate` returns: the outputs in English, both BLEU scores against the references, the settings."""
+    hypotheses, hyp_tokens = _english(outputs, tgt_vocab)
     references = [t for _, t in texts]
     return (
         {"split": split, "n": len(hypotheses)}
