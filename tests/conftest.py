@@ -35,3 +35,11 @@ def no_network(monkeypatch):
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket.socket, "connect_ex", refuse)
     monkeypatch.setattr(socket, "getaddrinfo", refuse)
+
+
+def pytest_generate_tests(metafunc):
+    """A test of ``check_tables.py`` (marked by its ``table`` decorator) runs once per key of the importing file's table."""
+    marked = getattr(metafunc.function, "table", None)
+    if marked is not None:
+        name, argument = marked
+        metafunc.parametrize(argument, list(getattr(metafunc.module, name)))
