@@ -17,7 +17,12 @@ from transformer_lessons.checks import decoding as check_decoding
 from transformer_lessons.decode import greedy_decode
 from transformer_lessons.masks import causal_mask
 from transformer_lessons.specials import BOS_ID, EOS_ID, PAD_ID
-from check_tables import test_correct_answer_written_differently_passes, test_package_reference_passes  # noqa: F401 (collected here, run on this file's tables)
+
+# Collected here and run on this file's tables (check_tables.py, conftest.pytest_generate_tests):
+from check_tables import (
+    test_correct_answer_written_differently_passes,  # noqa: F401
+    test_package_reference_passes,  # noqa: F401
+)
 
 
 def learner_greedy(model, src, src_mask, max_new_tokens, bos_id, eos_id, bug=None):

@@ -11,17 +11,19 @@ from test_check_layers import LayerNormSquares  # a layer norm written different
 from transformer_lessons import checks, model
 from transformer_lessons.attention import MultiHeadAttention
 from transformer_lessons.layers import LayerNorm, PositionwiseFeedForward
+
+# Collected here and run on this file's tables (check_tables.py, conftest.pytest_generate_tests):
 from check_tables import (
-    test_bug_written_differently_is_named,
-    test_correct_answer_written_differently_passes,
-    test_known_bug_is_named,
-    test_learner_exception_is_reported_and_chained,
-    test_package_reference_passes,
-    test_reference_passes_with_one_line,
-    test_stub_returns_none_and_says_so,
-    test_wrong_dtype_is_reported,
-    test_wrong_shape_is_reported,
-)  # noqa: F401 (collected here, run on this file's tables)
+    test_bug_written_differently_is_named,  # noqa: F401
+    test_correct_answer_written_differently_passes,  # noqa: F401
+    test_known_bug_is_named,  # noqa: F401
+    test_learner_exception_is_reported_and_chained,  # noqa: F401
+    test_package_reference_passes,  # noqa: F401
+    test_reference_passes_with_one_line,  # noqa: F401
+    test_stub_returns_none_and_says_so,  # noqa: F401
+    test_wrong_dtype_is_reported,  # noqa: F401
+    test_wrong_shape_is_reported,  # noqa: F401
+)
 
 
 # --- reference answers written the way a learner would ------------------------------------

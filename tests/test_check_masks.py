@@ -10,17 +10,19 @@ import torch
 from check_helpers import failure
 from transformer_lessons import checks
 from transformer_lessons.masks import causal_mask, padding_mask, target_mask
+
+# Collected here and run on this file's tables (check_tables.py, conftest.pytest_generate_tests):
 from check_tables import (
-    test_bug_written_differently_is_named,
-    test_correct_answer_written_differently_passes,
-    test_known_bug_is_named,
-    test_learner_exception_is_reported_and_chained,
-    test_other_correct_answers_pass,
-    test_package_reference_passes,
-    test_reference_passes_with_one_line,
-    test_stub_returns_none_and_says_so,
-    test_wrong_shape_is_reported,
-)  # noqa: F401 (collected here, run on this file's tables)
+    test_bug_written_differently_is_named,  # noqa: F401
+    test_correct_answer_written_differently_passes,  # noqa: F401
+    test_known_bug_is_named,  # noqa: F401
+    test_learner_exception_is_reported_and_chained,  # noqa: F401
+    test_other_correct_answers_pass,  # noqa: F401
+    test_package_reference_passes,  # noqa: F401
+    test_reference_passes_with_one_line,  # noqa: F401
+    test_stub_returns_none_and_says_so,  # noqa: F401
+    test_wrong_shape_is_reported,  # noqa: F401
+)
 
 # --- right answers and bugs written differently -------------------------------------------
 

@@ -11,16 +11,18 @@ from transformer_lessons import checks, schedule
 from transformer_lessons.checks import ExerciseError
 from transformer_lessons.checks import schedule as check_schedule
 from transformer_lessons.schedule import noam_rate as course_noam_rate
+
+# Collected here and run on this file's tables (check_tables.py, conftest.pytest_generate_tests):
 from check_tables import (
-    test_bug_written_differently_is_named,
-    test_correct_answer_written_differently_passes,
-    test_known_bug_is_named,
-    test_learner_exception_is_reported_and_chained,
-    test_other_correct_answers_pass,
-    test_package_reference_passes,
-    test_reference_passes_with_one_line,
-    test_stub_returns_none_and_says_so,
-)  # noqa: F401 (collected here, run on this file's tables)
+    test_bug_written_differently_is_named,  # noqa: F401
+    test_correct_answer_written_differently_passes,  # noqa: F401
+    test_known_bug_is_named,  # noqa: F401
+    test_learner_exception_is_reported_and_chained,  # noqa: F401
+    test_other_correct_answers_pass,  # noqa: F401
+    test_package_reference_passes,  # noqa: F401
+    test_reference_passes_with_one_line,  # noqa: F401
+    test_stub_returns_none_and_says_so,  # noqa: F401
+)
 
 # --- reference answers written the way a learner would ------------------------------------
 

@@ -14,7 +14,12 @@ from transformer_lessons import checks, data
 from transformer_lessons.checks import ExerciseError
 from transformer_lessons.checks import vocab as check_vocab
 from transformer_lessons.data import SPECIALS, Vocab
-from check_tables import test_correct_answer_written_differently_passes, test_package_reference_passes  # noqa: F401 (collected here, run on this file's tables)
+
+# Collected here and run on this file's tables (check_tables.py, conftest.pytest_generate_tests):
+from check_tables import (
+    test_correct_answer_written_differently_passes,  # noqa: F401
+    test_package_reference_passes,  # noqa: F401
+)
 
 # --- a correct answer, and correct answers written differently -----------------------
 
