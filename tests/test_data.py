@@ -361,7 +361,7 @@ def test_a_trained_spacy_pipeline_is_loaded_tokenizer_only(
     monkeypatch.setattr(spacy, "load", load)
     tokenizer = tokenizer_module._load_spacy_tokenizer("de")
     assert [t.text for t in tokenizer("Ein Mann, der schläft.")] == ["Ein", "Mann", ",", "der", "schläft", "."]
-    expected = ["senter", "ner"] if meta_readable else list(data._SPACY_COMPONENTS)
+    expected = ["senter", "ner"] if meta_readable else list(tokenizer_module._SPACY_COMPONENTS)
     assert calls == [("de_core_news_sm", {"exclude": expected})]
 
 
