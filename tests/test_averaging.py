@@ -95,3 +95,11 @@ def test_a_run_without_averaging_tests_best_pt_and_keeps_no_epochs(tmp_path):
 def test_average_last_must_be_a_whole_number():
     with pytest.raises(ValueError, match="average_last must be a whole number >= 1, got 0"):
         TOY_CONFIG.replace(average_last=0)
+
+
+def test_a_run_stopped_before_its_first_epoch_ended_tests_its_model_instead_of_failing(tmp_path, capsys):
+    config = TOY_CONFIG.replace(epochs=3, average_last=2, max_minutes=1e-5)  # the time limit falls in epoch 1
+    train(config, toy_corpus(), out_dir=tmp_path, device="cpu", progress=False, log=True)
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert saved_epochs(tmp_path) == [] and metrics["averaged"] is None
+    assert "nothing to average" in capsys.readouterr().out

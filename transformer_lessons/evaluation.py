@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 import transformer_lessons.translation as translation
-from transformer_lessons.averaging import average_last_epochs
+from transformer_lessons.averaging import average_last_epochs, saved_epochs
 from transformer_lessons.atomic import atomic_write_json, atomic_write_text
 from transformer_lessons.checkpoint import load_checkpoint, save_checkpoint
 from transformer_lessons.decode import fused_attention
@@ -151,6 +151,10 @@ def _model_to_test(run: Run, state: TrainState) -> tuple[Transformer, dict | Non
     The second value records the averaging: which epochs, and the mean's validation loss and BLEU (``None`` without).
     """
     n = run.config.average_last
+    if n > 1 and not saved_epochs(run.out):  # stopped (time limit, Ctrl-C) before an epoch ended: nothing to average
+        if run.log:
+            print("no epoch's weights saved yet: nothing to average; testing the model as it is", flush=True)
+        n = 1
     if n <= 1:
         return (load_checkpoint(run.best_path, run.device)[0] if run.best_path.is_file() else run.model), None
     weights, epochs = average_last_epochs(run.out, n)
