@@ -32,107 +32,14 @@ import math
 import platform
 import shutil
 import statistics
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from transformer_lessons.config import TRAIN_PRESETS, TrainConfig
+from transformer_lessons.config import TrainConfig
 from transformer_lessons.errors import DivergedError
 
-# The lab's model is the quick preset's (2+2 layers, d_model 128, 4 heads), not the course's (3+3, 256, 8 heads):
-# in 6 minutes on 2 cores the course's model makes ~490 updates (2 epochs, test BLEU ~4, nothing to compare), the
-# small one ~2,900 (7 epochs of all 29,000 pairs; its 5-epoch run in results/bpe_comparison scored 31.0).
-# Its data are the course's: all pairs, 4,000 BPE merges; beam 4, alpha 0.6 on the test set, as the paper's.
-BASE = TRAIN_PRESETS["cpu"].replace(
-    name="since_2017",
-    model=TRAIN_PRESETS["quick"].model.replace(max_len=256),
-    max_tokens=2048,
-    lr_factor=0.3,  # peak 0.3 / sqrt(128 * 400) = 1.3e-3, as in results/bpe_comparison
-    warmup=400,
-    eval_every=1,
-    bleu_val_limit=500,
-)
-# The same grid on one GPU (--preset full): the `full` preset's model, in float32 like the paper (its `auto`
-# precision would already be bfloat16 on a recent GPU, and the bf16 run would then change nothing), warmed up
-# over 800 updates: a run of a minute or two has only a few thousand.
-FULL_BASE = TRAIN_PRESETS["full"].replace(
-    name="since_2017_full", eval_every=1, bleu_val_limit=500, warmup=800, precision="float32"
-)
-SEEDS = (0, 1, 2)
-
-
-@dataclass(frozen=True)
-class Variant:
-    """One run of the lab: a name, what it changes in the paper's model or its training, and why."""
-
-    name: str
-    model: dict = field(default_factory=dict)  # ModelConfig fields
-    train: dict = field(default_factory=dict)  # TrainConfig fields
-    why: str = ""
-    group: str = "options"  # options | warmup
-    minutes: float | None = None  # None: the lab's --minutes
-
-
-VARIANTS = [
-    *(
-        Variant(
-            f"baseline_s{seed}", train={"seed": seed}, why="the paper's model (post-norm, LayerNorm, ReLU, sinusoids)"
-        )
-        for seed in SEEDS
-    ),
-    Variant("pre-norm", model={"norm_first": True}, why="LayerNorm before each sublayer (Xiong et al. 2020)"),
-    Variant("rmsnorm", model={"norm": "rmsnorm"}, why="RMSNorm (Zhang & Sennrich 2019)"),
-    Variant("swiglu", model={"ffn": "swiglu"}, why="SwiGLU feed-forward at equal parameters (Shazeer 2020)"),
-    Variant(
-        "gqa-2",
-        model={"n_kv_heads": 2},
-        why="grouped-query attention, 4 query heads share 2 key/value heads (Ainslie et al. 2023)",
-    ),
-    Variant("mqa", model={"n_kv_heads": 1}, why="multi-query attention, one key/value head (Shazeer 2019)"),
-    Variant("rotary", model={"positional": "rotary"}, why="rotary positions instead of sinusoids (Su et al. 2021)"),
-    Variant("bf16", train={"precision": "bfloat16"}, why="bfloat16 autocast on the CPU: more updates in the same time"),
-    # Paper §6.1 averages 5 checkpoints 10 minutes apart at the end of 12 hours; a 6-minute run has about 7 epochs.
-    Variant(
-        "average-2", train={"average_last": 2}, why="the mean of the last 2 epochs' weights (paper §6.1 averages 5)"
-    ),
-    Variant(
-        "post-norm_no-warmup", train={"warmup": 1}, group="warmup", minutes=2.5, why="the paper's post-norm, no warm-up"
-    ),
-    Variant(
-        "pre-norm_no-warmup",
-        model={"norm_first": True},
-        train={"warmup": 1},
-        group="warmup",
-        minutes=2.5,
-        why="pre-norm, no warm-up",
-    ),
-    Variant(
-        "post-norm_4x-rate",
-        train={"lr_factor": 4 * BASE.lr_factor},
-        group="warmup",
-        minutes=2.5,
-        why="post-norm, 4x the peak rate",
-    ),
-    Variant(
-        "pre-norm_4x-rate",
-        model={"norm_first": True},
-        train={"lr_factor": 4 * BASE.lr_factor},
-        group="warmup",
-        minutes=2.5,
-        why="pre-norm, 4x the peak rate",
-    ),
-]
-
-
-def config_of(variant: Variant, base: TrainConfig, minutes: float, short: float | None = None) -> TrainConfig:
-    """``base`` with the variant's changes, named after it, stopped after its training time.
-
-    ``minutes`` is the options' time; a variant with a time of its own (the warm-up runs) takes ``short`` if given.
-    """
-    model = base.model.replace(**variant.model)
-    time = minutes if variant.minutes is None else (short or variant.minutes)
-    return base.replace(name=variant.name, model=model, max_minutes=time, **variant.train)
+from transformer_lessons.lab import BASE, FULL_BASE, SEEDS, VARIANTS, Variant, config_of  # noqa: F401
 
 
 def merge(parts: list[Path], out: Path) -> dict:
@@ -173,7 +80,7 @@ def run_variant(
         return row | {"diverged": str(err), "epochs": len(history), "history": history}
     metrics = result["metrics"]
     (out / variant.name).mkdir(parents=True, exist_ok=True)
-    for name in ("metrics.json", "history.json"):
+    for name in ("metrics.json", "history.json", "test_hypotheses.txt"):
         shutil.copy(folder / name, out / variant.name / name)
     history = result["history"]
     return row | {
@@ -227,6 +134,50 @@ def long_sentences(names: list[str], runs: Path, pairs: list[tuple[str, str]], d
     return results
 
 
+SAMPLES = (0, 3, 8, 9, 18, 20, 32, 40)  # test_2016_flickr sentences whose translations the summary keeps, per run
+HISTORY_KEYS = ("epoch", "step", "val_loss", "val_bleu", "elapsed_s")
+
+
+def _compact(run: dict, folder: Path | None) -> dict:
+    """One run of a record, with its validation curve and its translations of :data:`SAMPLES` when ``folder`` has them."""
+    row = {k: v for k, v in run.items() if k not in ("history", "signature")}
+    history_file = folder / "history.json" if folder else None
+    history = json.loads(history_file.read_text()) if history_file and history_file.is_file() else run.get("history")
+    if history:
+        row["history"] = [{k: h.get(k) for k in HISTORY_KEYS} for h in history]
+    hypotheses = folder / "test_hypotheses.txt" if folder else None
+    if hypotheses and hypotheses.is_file():
+        lines = hypotheses.read_text(encoding="utf-8").splitlines()
+        row["samples"] = [lines[i] for i in SAMPLES]
+    return row
+
+
+def summarize(cpu: Path, gpu: Path | None) -> dict:
+    """The lab's record in one small file, for notebook 14 (``transformer_lessons/data/lab_since_2017.json``).
+
+    ``cpu``: the CPU lab's record folder (``results/since_2017``); ``gpu``: the GPU lab's
+    (``results/since_2017_full``, with ``solo/``), or None.
+    """
+    record = json.loads((cpu / "results.json").read_text())
+    out = {
+        "cpu": {k: v for k, v in record.items() if k != "runs"}
+        | {
+            "record": f"results/{cpu.name}",
+            "sample_indices": list(SAMPLES),
+            "runs": [_compact(r, cpu / r["name"]) for r in record["runs"]],
+        }
+    }
+    if gpu is not None and (gpu / "results.json").is_file():
+        grid = json.loads((gpu / "results.json").read_text())
+        solo = json.loads((gpu / "solo" / "results.json").read_text())
+        out["gpu"] = {k: v for k, v in grid.items() if k != "runs"} | {
+            "record": f"results/{gpu.name}",
+            "runs": [_compact(r, None) for r in grid["runs"]],
+            "solo": [_compact(r, gpu / "solo" / r["name"]) for r in solo["runs"]],
+        }
+    return out
+
+
 def summary(rows: list[dict]) -> list[str]:
     """The table: each run's numbers, and its test BLEU minus the baseline seeds' mean (their spread beside it)."""
     base = [r["test_bleu"] for r in rows if r["name"].startswith("baseline") and not r.get("diverged")]
@@ -273,11 +224,22 @@ def main(argv: list[str] | None = None) -> int:
         "--merge", nargs="+", type=Path, metavar="DIR", help="merge these labs' records into --out, and exit"
     )
     parser.add_argument("--list", action="store_true", help="print the runs and exit")
+    parser.add_argument(
+        "--summarize",
+        type=Path,
+        metavar="FILE",
+        help="write the records of --out and of its GPU twin (<out>_full) into FILE for notebook 14, and exit",
+    )
     args = parser.parse_args(argv)
     chosen = [v for v in VARIANTS if not args.only or v.name in args.only]
     unknown = sorted(set(args.only or ()) - {v.name for v in VARIANTS})
     if unknown:
         parser.error(f"no run called {', '.join(unknown)}; --list shows them")
+    if args.summarize:
+        gpu = args.out.with_name(args.out.name + "_full")
+        args.summarize.write_text(json.dumps(summarize(args.out, gpu if gpu.is_dir() else None), indent=1) + "\n")
+        print(f"wrote {args.summarize}")
+        return 0
     if args.merge:
         record = merge(args.merge, args.out)
         print("\n".join(summary(record["runs"])))

@@ -42,6 +42,7 @@ TESTS = Path(__file__).resolve().parent
 
 _KV = "test_check_kv_cache.py"
 _DDP = "test_check_distributed.py"
+_MODERN = "test_check_modern.py"
 COVERAGE: dict[str, dict[str, list[str]]] = {
     "scaled_dot_product_attention": {
         "alternatives": [
@@ -393,6 +394,29 @@ COVERAGE: dict[str, dict[str, list[str]]] = {
             f"{_DDP}::rank_loss_unscaled",
             f"{_DDP}::rank_loss_item",
             f"{_DDP}::rank_loss_own_mean_over_world",
+        ],
+    },
+    "rms_norm": {
+        "alternatives": [
+            f"{_MODERN}::rms_pow_mean",
+            f"{_MODERN}::rms_rsqrt",
+            f"{_MODERN}::rms_norm_of_vector",
+            f"{_MODERN}::rms_functional",
+        ],
+        "bugs": [
+            f"{_MODERN}::rms_centred",
+            f"{_MODERN}::rms_std",
+            f"{_MODERN}::rms_eps_outside",
+            f"{_MODERN}::rms_no_sqrt",
+            f"{_MODERN}::rms_sum",
+            f"{_MODERN}::rms_over_batch",
+            f"{_MODERN}::rms_over_positions",
+            f"{_MODERN}::rms_whole_tensor",
+            f"{_MODERN}::rms_no_gain",
+            f"{_MODERN}::rms_multiplied",
+            f"{_MODERN}::rms_llama_eps",
+            f"{_MODERN}::rms_ignores_eps",
+            f"{_MODERN}::rms_no_eps",
         ],
     },
 }

@@ -437,7 +437,16 @@ def rank_loss_local_mean(local_sum, local_tokens, total_tokens, world_size):
 
 # --- the table -------------------------------------------------------------------------------------
 
+
 # id -> (check, answer, phrases the message must contain, source)
+def rms_norm_authors(x, weight, eps=1e-8):
+    """The RMSNorm authors' reference PyTorch code: the root mean square as the 2-norm over sqrt(D), eps added to the
+    root, not under it, default 1e-8. Beside the check's rows (root mean squares of 1e-3 and more) an eps of 1e-8
+    outside the root is no eps at all, and the check says so: eps is missing from under the root."""
+    rms = x.norm(2, dim=-1, keepdim=True) * x.size(-1) ** -0.5
+    return weight * (x / (rms + eps))
+
+
 TUTORIAL_BUGS = {
     "sdpa-tf-additive-mask": (
         "scaled_dot_product_attention",
@@ -534,6 +543,12 @@ TUTORIAL_BUGS = {
         AnnotatedLayerNormRenamed,
         ["two things differ", "biased variance and put eps inside", "default eps is 1e-06"],
         f"{ANNOTATED}, class LayerNorm: x.std(-1) (unbiased), (std + self.eps), eps=1e-6 (issue 18's first case)",
+    ),
+    "rms-authors-eps-outside": (
+        "rms_norm",
+        rms_norm_authors,
+        ["eps is missing", "under the root"],
+        "bzhangGo/rmsnorm (Zhang & Sennrich's code), rmsnorm_torch.py, RMSNorm.forward: x / (rms_x + self.eps), eps=1e-8",
     ),
     "ffn-nanogpt-gelu": (
         "feed_forward",
@@ -678,7 +693,7 @@ def test_every_check_knows_a_tutorial_bug():
     exported = {name.removeprefix("check_") for name in checks.__all__ if name.startswith("check_")}
     covered = {name for name, *_ in TUTORIAL_BUGS.values()}
     assert exported - covered == set()
-    assert len(exported) == 26
+    assert len(exported) == 27
 
 
 def test_every_tutorial_bug_names_its_source():

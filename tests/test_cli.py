@@ -447,6 +447,33 @@ def test_precision_and_averaging_options_reach_the_run(tmp_path, monkeypatch, ca
     assert "invalid choice: 'half'" in capsys.readouterr().err
 
 
+def test_the_model_options_since_the_paper_reach_the_run(tmp_path, monkeypatch, capsys):
+    import transformer_lessons.run as training_run
+    from transformer_lessons.config import TRAIN_PRESETS
+
+    seen = []
+    monkeypatch.setattr(
+        training_run,
+        "train",
+        lambda config, *a, **k: seen.append(config) or {"history": [], "step": 0, "stopped": "max_steps", "test": None},
+    )
+    monkeypatch.setattr(cli, "_print_train_result", lambda result: None)
+    modern = ["--norm-first", "--norm", "rmsnorm", "--ffn", "swiglu", "--positional", "rotary", "--kv-heads", "2"]
+    assert main(["train", "--preset", "cpu", "--out", str(tmp_path / "a"), *modern]) == 0
+    assert main(["train", "--preset", "cpu", "--out", str(tmp_path / "b")]) == 0
+    changed, plain = seen
+    assert changed.model == TRAIN_PRESETS["cpu"].model.replace(
+        norm_first=True, norm="rmsnorm", ffn="swiglu", positional="rotary", n_kv_heads=2
+    )
+    assert plain.model == TRAIN_PRESETS["cpu"].model, "without the options, the preset's model"
+    assert main(["train", "--ffn", "gelu"]) == 2
+    assert "invalid choice: 'gelu'" in capsys.readouterr().err
+    assert main(["train", "--kv-heads", "3", "--preset", "cpu", "--out", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: TrainConfig: model.n_kv_heads must be a whole number >= 1 that divides n_heads (8)")
+    assert len(err.strip().splitlines()) == 1
+
+
 def test_a_read_only_folder_is_refused_before_any_work(tmp_path, monkeypatch, no_work, capsys):
     # The check asks os.access, so that it also holds where the tests run as root (who may write anywhere).
     monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != tmp_path)

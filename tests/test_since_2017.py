@@ -107,3 +107,21 @@ def test_unknown_runs_are_refused(lab, capsys):
         lab.main(["--only", "nonsense"])
     assert "no run called nonsense" in capsys.readouterr().err
     assert lab.main(["--list"]) == 0
+
+
+def test_labs_run_side_by_side_merge_into_one_record_in_the_labs_order(tmp_path, lab):
+    for part, names in (("a", ["rotary", "baseline_s1"]), ("b", ["baseline_s0"])):
+        folder = tmp_path / "parts" / part
+        for name in names:
+            (folder / name).mkdir(parents=True)
+            (folder / name / "metrics.json").write_text("{}")
+        runs = [{"name": n, "test_bleu": 1.0} for n in names]
+        (folder / "results.json").write_text(json.dumps({"device": "cuda", "runs": runs, "long": {"x": 1}}))
+    (tmp_path / "parts" / "failed").mkdir()  # a part that wrote nothing is left out
+    record = lab.merge(sorted((tmp_path / "parts").iterdir()), tmp_path / "out")
+    assert [r["name"] for r in record["runs"]] == ["baseline_s0", "baseline_s1", "rotary"]
+    assert record["parts"] == [["rotary", "baseline_s1"], ["baseline_s0"]] and record["long"] == {"x": 1}
+    assert (tmp_path / "out" / "rotary" / "metrics.json").is_file()
+    assert json.loads((tmp_path / "out" / "results.json").read_text()) == record
+    with pytest.raises(SystemExit, match="nothing to merge"):
+        lab.merge([tmp_path / "parts" / "failed"], tmp_path / "out2")

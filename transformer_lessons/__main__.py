@@ -171,7 +171,19 @@ def cmd_train(args) -> int:
         "average_last": args.average_last,
         "max_minutes": args.max_minutes,
     }
-    config = _with_bpe_merges(config.replace(**{k: v for k, v in changes.items() if v is not None}), args.bpe_merges)
+    model = {
+        "norm_first": args.norm_first,
+        "norm": args.norm,
+        "ffn": args.ffn,
+        "positional": args.positional,
+        "n_kv_heads": args.kv_heads,
+    }
+    changes["model"] = config.model.replace(**{k: v for k, v in model.items() if v is not None})
+    try:
+        config = config.replace(**{k: v for k, v in changes.items() if v is not None})
+    except ValueError as err:  # options that are fine alone but not together: --kv-heads 3 with 8 heads
+        raise UserError(str(err)) from None
+    config = _with_bpe_merges(config, args.bpe_merges)
     corpus = None
     if args.corpus:
         corpus = _load_corpus(args.corpus)

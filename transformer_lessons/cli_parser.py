@@ -169,6 +169,7 @@ def _add_train(sub) -> None:
     p.add_argument(
         "--compile", action=argparse.BooleanOptionalAction, default=None, help="torch.compile the model (GPU only)"
     )
+    _add_model_args(p)
     p.add_argument(
         "--precision",
         choices=PRECISIONS,
@@ -300,3 +301,26 @@ def build_parser() -> argparse.ArgumentParser:
     for add in (_add_prepare, _add_train, _add_translate, _add_evaluate, _add_classroom):
         add(sub)
     return parser
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    """The model's departures from the paper (``ModelConfig``; notebook 14 measures each): default, the preset's."""
+    p.add_argument(
+        "--norm-first",
+        action="store_true",
+        default=None,
+        help="pre-norm: LayerNorm before each sublayer (Xiong et al. 2020)",
+    )
+    p.add_argument("--norm", choices=("layernorm", "rmsnorm"), help="rmsnorm: RMSNorm (Zhang & Sennrich 2019)")
+    p.add_argument("--ffn", choices=("relu", "swiglu"), help="swiglu: a gated feed-forward (Shazeer 2020)")
+    p.add_argument(
+        "--positional",
+        choices=("sinusoidal", "learned", "rotary"),
+        help="rotary: rotated queries and keys (Su et al. 2021) instead of added sinusoids",
+    )
+    p.add_argument(
+        "--kv-heads",
+        type=positive_int,
+        metavar="N",
+        help="key/value heads shared by the query heads (Ainslie et al. 2023); 1 is multi-query attention",
+    )

@@ -345,6 +345,17 @@ EXERCISES: tuple[Exercise, ...] = (
             "return local_sum * world_size / total_tokens",
         ),
     ),
+    Exercise(
+        "rms_norm",
+        "14_from_2017_to_today",
+        (
+            "Section 2 'RMSNorm' of this notebook (Zhang & Sennrich 2019, Eq. 4): LayerNorm without the mean and "
+            "without the shift; F.rms_norm is the reference.",
+            "Square each entry, take the mean over the last axis (keep that axis), add eps, take the square root; "
+            "divide x by it and multiply by the gain.",
+            "return weight * x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)",
+        ),
+    ),
 )
 
 _BY_NAME = {exercise.name: exercise for exercise in EXERCISES}

@@ -59,6 +59,7 @@ One module per concept, in the order the notebooks meet them:
 ``bleu``                          BLEU's clipped n-gram precision and brevity penalty
 ``kv_cache``                      a key/value cache: appending a step, reordering for beams
 ``distributed``                   the loss one rank of a DDP run backpropagates
+``modern``                        RMSNorm, a change made since the paper
 ================================  ====================================================
 """
 
@@ -75,6 +76,7 @@ from transformer_lessons.checks.embeddings import check_embedding_scale, check_l
 from transformer_lessons.checks.encoder_layer import check_encoder_layer
 from transformer_lessons.checks.kv_cache import check_append_kv, check_reorder_kv
 from transformer_lessons.checks.layers import check_feed_forward, check_layer_norm
+from transformer_lessons.checks.modern import check_rms_norm
 from transformer_lessons.checks.multi_head import check_multi_head_attention
 from transformer_lessons.checks.loss import check_label_smoothing_loss
 from transformer_lessons.checks.masks import (
@@ -112,6 +114,7 @@ __all__ = [
     "check_positional_encoding",
     "check_rank_loss",
     "check_reorder_kv",
+    "check_rms_norm",
     "check_scaled_dot_product_attention",
     "check_target_mask",
     "check_train_step",

@@ -15,6 +15,8 @@ One file per thing you look at; every name below is also ``viz.<name>``:
 * ``stepper.py``: ``generation_stepper`` (where each generated word looked);
 * ``translator.py``: ``translator`` (type German, read English, step through it);
 * ``kv_cache.py``: ``plot_kv_cache`` (what a key/value cache holds), ``plot_decode_times``;
+* ``lab.py``: notebook 14's lab of later changes: ``lab_record``, ``lab_table``, ``plot_lab``, ``plot_warmup``,
+  ``plot_long``, ``lab_explorer`` (two runs side by side);
 * ``widgets.py`` and ``common.py``: what the widgets and the plots share, public so that each picture
   (and a new one) imports them by name.
 
@@ -39,6 +41,15 @@ from __future__ import annotations
 from transformer_lessons.viz.widgets import HIGHLIGHT_COLOR, MEAN_OF_HEADS, WIDGET_DPI
 from transformer_lessons.viz.explorer import KIND_LABELS, AttentionExplorer, attention_explorer
 from transformer_lessons.viz.kv_cache import plot_decode_times, plot_kv_cache
+from transformer_lessons.viz.lab import (
+    LabExplorer,
+    lab_explorer,
+    lab_record,
+    lab_table,
+    plot_lab,
+    plot_long,
+    plot_warmup,
+)
 from transformer_lessons.viz.heatmaps import (
     ALLOWED_COLOR,
     ATTENTION_CMAP,
@@ -60,15 +71,21 @@ from transformer_lessons.viz.translator import MAX_WIDGET_BEAM, Translator, tran
 __all__ = [
     "attention_explorer",
     "generation_stepper",
+    "lab_explorer",
+    "lab_record",
+    "lab_table",
     "plot_attention",
     "plot_decode_times",
     "plot_heads",
     "plot_history",
     "plot_kv_cache",
+    "plot_lab",
     "plot_label_smoothing",
     "plot_learning_rate",
+    "plot_long",
     "plot_mask",
     "plot_positional_encoding",
+    "plot_warmup",
     "positional_encoding_explorer",
     "translator",
 ]
@@ -85,6 +102,7 @@ __all__ += [
     "WIDGET_DPI",
     "AttentionExplorer",
     "GenerationStepper",
+    "LabExplorer",
     "PositionalEncodingExplorer",
     "Translator",
 ]
