@@ -425,7 +425,9 @@ def test_tensorboard_option_reaches_train(tmp_path, monkeypatch):
     assert seen["tensorboard"] is True
 
 
-def test_precision_and_averaging_options_reach_the_run(tmp_path, monkeypatch, capsys):
+@pytest.fixture
+def seen_configs(monkeypatch):
+    """The TrainConfig each `train` command would run with, the run itself replaced by a no-op."""
     import transformer_lessons.run as training_run
 
     seen = []
@@ -435,6 +437,11 @@ def test_precision_and_averaging_options_reach_the_run(tmp_path, monkeypatch, ca
         lambda config, *a, **k: seen.append(config) or {"history": [], "step": 0, "stopped": "max_steps", "test": None},
     )
     monkeypatch.setattr(cli, "_print_train_result", lambda result: None)
+    return seen
+
+
+def test_precision_and_averaging_options_reach_the_run(tmp_path, seen_configs, capsys):
+    seen = seen_configs
     assert (
         main(
             ["train", "--preset", "cpu", "--out", str(tmp_path / "a"), "--precision", "bfloat16", "--average-last", "5"]
@@ -447,17 +454,10 @@ def test_precision_and_averaging_options_reach_the_run(tmp_path, monkeypatch, ca
     assert "invalid choice: 'half'" in capsys.readouterr().err
 
 
-def test_the_model_options_since_the_paper_reach_the_run(tmp_path, monkeypatch, capsys):
-    import transformer_lessons.run as training_run
+def test_the_model_options_since_the_paper_reach_the_run(tmp_path, seen_configs, capsys):
     from transformer_lessons.config import TRAIN_PRESETS
 
-    seen = []
-    monkeypatch.setattr(
-        training_run,
-        "train",
-        lambda config, *a, **k: seen.append(config) or {"history": [], "step": 0, "stopped": "max_steps", "test": None},
-    )
-    monkeypatch.setattr(cli, "_print_train_result", lambda result: None)
+    seen = seen_configs
     modern = ["--norm-first", "--norm", "rmsnorm", "--ffn", "swiglu", "--positional", "rotary", "--kv-heads", "2"]
     assert main(["train", "--preset", "cpu", "--out", str(tmp_path / "a"), *modern]) == 0
     assert main(["train", "--preset", "cpu", "--out", str(tmp_path / "b")]) == 0
