@@ -10,6 +10,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import re  # noqa: E402
+
 import ipywidgets  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
@@ -23,7 +25,7 @@ from transformer_lessons.beam_tree import DROPPED, FINISHED, KEPT, beam_tree  # 
 from transformer_lessons.config import PRESETS  # noqa: E402
 from transformer_lessons.model import Transformer  # noqa: E402
 from transformer_lessons.translation import translate  # noqa: E402
-from transformer_lessons.viz.beam_tree import GREEDY_COLOR, NODE_STYLES, WINNER_COLOR  # noqa: E402
+from transformer_lessons.viz.beam_tree import GREEDY_COLOR, NODE_STYLES, WINNER_COLOR, finished_table  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -82,6 +84,18 @@ def test_plot_beam_tree_writes_ids_without_a_vocabulary_and_refuses_a_wrong_one(
         viz.plot_beam_tree([A, B])
 
 
+def test_the_finished_table_ranks_the_hypotheses_by_their_score(hand_made_tree):
+    from transformer_lessons.data import Vocab
+
+    table = finished_table(hand_made_tree, Vocab(TABLE_WORDS))
+    rows = re.findall(r"<tr( style='font-weight:bold')?>(.*?)</tr>", table)[1:]  # the header row first
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", row) for _, row in rows]
+    assert cells == [["b", "-1.02", "2", "-1.02"], ["a a", "-2.41", "3", "-2.41"]]  # α = 0: score = Σ log p
+    assert [bool(bold) for bold, _ in rows] == [True, False], "the winner's row is bold"
+    longer = beam_tree(TableModel().eval(), [7, 3], BOS, EOS, beam_size=2, length_penalty=2.0, max_new_tokens=6)
+    assert "score (α = 2)" in finished_table(longer, Vocab(TABLE_WORDS))
+
+
 def test_statuses_have_distinct_styles():
     styles = {status: tuple(sorted(style.items())) for status, style in NODE_STYLES.items()}
     assert set(styles) == {KEPT, FINISHED, DROPPED} and len(set(styles.values())) == 3
@@ -125,6 +139,11 @@ def test_the_explorer_searches_the_text_box_and_redraws_on_every_change(parts):
     words = {t.get_text().split("\n")[0] for t in _node_texts(explorer.figure.axes[0]).values()}
     assert words == {tgt_vocab.itos[node.token] for node in explorer.tree.nodes}, "the words are the labels"
     assert "greedy" in explorer.html.value and "beam 2" in explorer.html.value
+    # The finished hypotheses under the translations, the winner first and bold.
+    assert explorer.html.value.count("<tr") == len(explorer.tree.finished) + 1
+    assert f"<tr style='font-weight:bold'><td style='padding:0 0.6em;text-align:left'>{explorer.translation}<" in (
+        explorer.html.value
+    )
 
     seen = [explorer._png]
     explorer.controls["text"].value = "Zwei Hunde spielen."  # what typing and Enter do in the browser

@@ -305,6 +305,7 @@ class BeamTreeExplorer(FigureWidget):
             f"<b style='color:{GREEDY_COLOR}'>greedy</b>: {html.escape(self.greedy_translation) or '(nothing)'}"
             f"<br><small>{where}</small>"
             + "".join(f"<br><small style='color:#9c5700'>{html.escape(note)}</small>" for note in said)
+            + finished_table(tree, self.tgt_vocab)
         )
 
     def describe(self) -> str:
@@ -318,6 +319,33 @@ class BeamTreeExplorer(FigureWidget):
         fig = widget_figure(*tree_figure_size(self.tree))
         draw_beam_tree(fig.add_subplot(), self.tree, self.tgt_vocab, title=self._title)
         return fig
+
+
+def finished_table(tree: BeamTree, tgt_vocab) -> str:
+    """The finished hypotheses as an HTML table, best score first: the length penalty's effect at the end.
+
+    Each row: the sentence, ``Σ log p``, its length ``|Y|`` (``<eos>`` included) and its score
+    ``Σ log p / ((5 + |Y|) / 6)^α``; the winner's row is bold. With ``α = 0`` the ranking is by ``Σ log p``
+    alone, which favours short hypotheses (each word only lowers it); a larger ``α`` lifts the longer ones.
+    """
+    finished = sorted(tree.finished, key=lambda node: -node.score)  # a stable sort: ties keep the search's order
+    texts, _ = _english([tree.tokens(node.id) for node in finished], tgt_vocab)
+    cell = "<td style='padding:0 0.6em;text-align:{}'>{}</td>"
+    rows = [
+        ("<tr style='font-weight:bold'>" if node.id == tree.winner else "<tr>")
+        + cell.format("left", html.escape(text) or "(nothing)")
+        + "".join(cell.format("right", v) for v in (f"{node.cum_logp:.2f}", node.step, f"{node.score:.2f}"))
+        + "</tr>"
+        for node, text in zip(finished, texts)
+    ]
+    head = "".join(cell.format("right", h) for h in ("Σ log p", "length", f"score (α = {tree.alpha:g})"))
+    return (
+        "<table style='font-size:0.9em;margin-top:0.4em'><tr><td><i>finished hypotheses, best score first</i></td>"
+        + head
+        + "</tr>"
+        + "".join(rows)
+        + "</table>"
+    )
 
 
 def _message(text: str, color: str = "#444") -> str:
@@ -345,7 +373,8 @@ def beam_tree_explorer(
 
     Returns:
         A ``VBox``: a text box (``Enter`` searches), a beam-size slider and an ``α`` slider, then
-        beam search's and greedy decoding's translations and the step where they part, over the tree
+        beam search's and greedy decoding's translations, the step where they part and the finished
+        hypotheses with their scores (:func:`finished_table`), over the tree
         of :func:`plot_beam_tree`; every change searches again (:func:`~transformer_lessons.beam_tree.sentence_beam_tree`)
         and redraws. For tests: ``.controls`` (``text``, ``beam``, ``alpha``), ``.tree``, ``.translation``,
         ``.greedy_translation``, ``.html``, ``.figure``.
@@ -361,6 +390,7 @@ __all__ = [
     "BeamTreeExplorer",
     "beam_tree_explorer",
     "draw_beam_tree",
+    "finished_table",
     "plot_beam_tree",
     "tree_figure_size",
 ]
