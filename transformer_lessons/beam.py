@@ -5,6 +5,8 @@ penalty of Wu et al. 2016, Eq. 14). Greedy decoding is a beam of one
 (:func:`~transformer_lessons.decode.greedy_decode`); :mod:`transformer_lessons.decode`
 re-exports :func:`beam_search` and :func:`length_penalty` for notebook 10, and
 :mod:`transformer_lessons.translation` decodes ``translate``/``evaluate`` with them.
+:mod:`transformer_lessons.beam_tree` runs the same search on one sentence with the same steps
+(:func:`start_beams`, :func:`next_log_probs`, :func:`extend_alive`) and records every hypothesis.
 """
 
 from __future__ import annotations
@@ -76,13 +78,13 @@ def beam_search(
     B, device = src.size(0), src.device
     # The paper's letters; the argument length_penalty is not read again (its name is also a function's).
     K, alpha = beam_size, length_penalty
-    memory, mask, seqs, scores = _start_beams(model, src, src_mask, bos_id, K)  # seqs (B, K, 1), scores (B, K)
+    memory, mask, seqs, scores = start_beams(model, src, src_mask, bos_id, K)  # seqs (B, K, 1), scores (B, K)
     finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(B)]
     active = list(range(B))  # which sentence each row block of the tensors belongs to; A = sentences still searched
     cache = model.init_cache(memory) if use_cache else None  # rows follow seqs.view(A * K, t)
     for t in range(1, max_new_tokens + 1):
         A = len(active)
-        log_p = _next_log_probs(model, memory, mask, seqs.view(A * K, t), cache)  # (A*K, V)
+        log_p = next_log_probs(model, memory, mask, seqs.view(A * K, t), cache)  # (A*K, V)
         V = log_p.size(-1)
         cand = (scores.unsqueeze(-1) + log_p.view(A, K, V)).view(A, K * V)  # (A, K*V)
         top_scores, top_idx = cand.topk(min(2 * K, K * V), dim=-1)  # (A, 2K)
@@ -99,7 +101,7 @@ def beam_search(
         if not keep:
             break
 
-        seqs, scores, parent = _extend_alive(seqs, top_scores, beam, token, is_eos, K)  # (A, K, t + 1), (A, K), (A, K)
+        seqs, scores, parent = extend_alive(seqs, top_scores, beam, token, is_eos, K)  # (A, K, t + 1), (A, K), (A, K)
         _follow_beams(cache, parent, keep, K)
         if len(keep) < A:  # sentences with K finished hypotheses leave the batch
             seqs, scores, memory, mask = _keep_rows(keep, K, seqs, scores, memory, mask)
@@ -109,7 +111,7 @@ def beam_search(
     return (out, best_scores) if return_scores else out
 
 
-def _start_beams(model: Transformer, src: torch.Tensor, src_mask: torch.Tensor | None, bos_id: int, K: int):
+def start_beams(model: Transformer, src: torch.Tensor, src_mask: torch.Tensor | None, bos_id: int, K: int):
     """The search's start: the encoder's output and the mask once per beam, ``K`` prefixes ``<bos>`` and their scores.
 
     Returns ``memory (B*K, S, D)``, ``mask (B*K, 1, 1, S)`` or ``None``, ``seqs (B, K, 1)`` and ``scores (B, K)``.
@@ -123,7 +125,7 @@ def _start_beams(model: Transformer, src: torch.Tensor, src_mask: torch.Tensor |
     return memory, mask, seqs, scores
 
 
-def _next_log_probs(model: Transformer, memory, mask, prefixes: torch.Tensor, cache: KVCache | None) -> torch.Tensor:
+def next_log_probs(model: Transformer, memory, mask, prefixes: torch.Tensor, cache: KVCache | None) -> torch.Tensor:
     """Log-probabilities of the token after each of ``prefixes (N, t)``: ``(N, V)``, float32.
 
     Without a cache the decoder reads the whole prefix; with one, only its last token.
@@ -149,7 +151,7 @@ def _follow_beams(cache: KVCache | None, parent: torch.Tensor, keep: list[int], 
         cache.reorder(rows.flatten())  # (A*K, ...) -> (A'*K, ...)
 
 
-def _extend_alive(seqs, top_scores, beam, token, is_eos, K: int):
+def extend_alive(seqs, top_scores, beam, token, is_eos, K: int):
     """The first ``K`` candidates not ending in ``<eos>`` stay alive (topk keeps their order): their prefixes, one token longer, and scores and parents ``(A, K)``."""
     t = seqs.size(-1)
     alive_scores, pos = top_scores.masked_fill(is_eos, float("-inf")).topk(K, dim=-1)  # (A, K)

@@ -17,6 +17,8 @@ One file per thing you look at; every name below is also ``viz.<name>``:
 * ``kv_cache.py``: ``plot_kv_cache`` (what a key/value cache holds), ``plot_decode_times``;
 * ``lab.py``: notebook 14's lab of later changes: ``lab_record``, ``lab_table``, ``plot_lab``, ``plot_warmup``,
   ``plot_long``, ``lab_explorer`` (two runs side by side);
+* ``beam_tree.py``: ``plot_beam_tree`` (beam search as a tree: kept, finished, dropped, beside greedy),
+  ``beam_tree_explorer`` (type German, choose the beam and α, see the tree);
 * ``widgets.py`` and ``common.py``: what the widgets and the plots share, public so that each picture
   (and a new one) imports them by name.
 
@@ -40,6 +42,7 @@ from __future__ import annotations
 
 from transformer_lessons.viz.widgets import HIGHLIGHT_COLOR, MEAN_OF_HEADS, WIDGET_DPI
 from transformer_lessons.viz.explorer import KIND_LABELS, AttentionExplorer, attention_explorer
+from transformer_lessons.viz.beam_tree import BeamTreeExplorer, beam_tree_explorer, plot_beam_tree
 from transformer_lessons.viz.kv_cache import plot_decode_times, plot_kv_cache
 from transformer_lessons.viz.lab import (
     LabExplorer,
@@ -70,11 +73,13 @@ from transformer_lessons.viz.translator import MAX_WIDGET_BEAM, Translator, tran
 
 __all__ = [
     "attention_explorer",
+    "beam_tree_explorer",
     "generation_stepper",
     "lab_explorer",
     "lab_record",
     "lab_table",
     "plot_attention",
+    "plot_beam_tree",
     "plot_decode_times",
     "plot_heads",
     "plot_history",
@@ -101,6 +106,7 @@ __all__ += [
     "PE_CMAP",
     "WIDGET_DPI",
     "AttentionExplorer",
+    "BeamTreeExplorer",
     "GenerationStepper",
     "LabExplorer",
     "PositionalEncodingExplorer",
