@@ -15,6 +15,8 @@ One file per thing you look at; every name below is also ``viz.<name>``:
 * ``stepper.py``: ``generation_stepper`` (where each generated word looked);
 * ``translator.py``: ``translator`` (type German, read English, step through it);
 * ``kv_cache.py``: ``plot_kv_cache`` (what a key/value cache holds), ``plot_decode_times``;
+* ``error_analysis.py``: ``plot_bleu_by_length``, ``plot_beam_vs_greedy``, ``error_browser`` (the
+  test sentences from worst to best, with their attention);
 * ``widgets.py`` and ``common.py``: what the widgets and the plots share, public so that each picture
   (and a new one) imports them by name.
 
@@ -38,6 +40,12 @@ from __future__ import annotations
 
 from transformer_lessons.viz.widgets import HIGHLIGHT_COLOR, MEAN_OF_HEADS, WIDGET_DPI
 from transformer_lessons.viz.explorer import KIND_LABELS, AttentionExplorer, attention_explorer
+from transformer_lessons.viz.error_analysis import (
+    ErrorBrowser,
+    error_browser,
+    plot_beam_vs_greedy,
+    plot_bleu_by_length,
+)
 from transformer_lessons.viz.kv_cache import plot_decode_times, plot_kv_cache
 from transformer_lessons.viz.heatmaps import (
     ALLOWED_COLOR,
@@ -59,8 +67,11 @@ from transformer_lessons.viz.translator import MAX_WIDGET_BEAM, Translator, tran
 
 __all__ = [
     "attention_explorer",
+    "error_browser",
     "generation_stepper",
     "plot_attention",
+    "plot_beam_vs_greedy",
+    "plot_bleu_by_length",
     "plot_decode_times",
     "plot_heads",
     "plot_history",
@@ -84,6 +95,7 @@ __all__ += [
     "PE_CMAP",
     "WIDGET_DPI",
     "AttentionExplorer",
+    "ErrorBrowser",
     "GenerationStepper",
     "PositionalEncodingExplorer",
     "Translator",
