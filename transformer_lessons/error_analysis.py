@@ -204,11 +204,7 @@ def score_sentences(
         length_penalty=length_penalty,
         bleu=corpus_bleu(beam, references),
         greedy_bleu=corpus_bleu(greedy, references),
-        signatures={
-            "corpus_bleu": str(BLEU().get_signature()),
-            "sentence_bleu": str(BLEU(effective_order=True).get_signature()),  # what sentence_bleu uses
-            "sentence_chrf": str(CHRF().get_signature()),
-        },
+        signatures=_signatures(beam[0], references[0]),
         seconds=time.perf_counter() - start,
     )
 
@@ -217,6 +213,19 @@ def sample_for(mode: str | None = None) -> int | None:
     """The sample a notebook scores: the first :data:`QUICK_SAMPLE` sentences in the quick mode, the whole split in
     the full mode (:func:`~transformer_lessons.config.compute_mode`, the one knob): ``score_sentences(..., limit=sample_for())``."""
     return QUICK_SAMPLE if compute_mode(mode) == "quick" else None
+
+
+def _signatures(hypothesis: str, reference: str) -> dict:
+    """sacreBLEU's signature of each score (a metric states its settings once it has scored something)."""
+    corpus, sentence_bleu, chrf = BLEU(), BLEU(effective_order=True), CHRF()  # effective order: what sentence_bleu uses
+    corpus.corpus_score([hypothesis], [[reference]])
+    sentence_bleu.sentence_score(hypothesis, [reference])
+    chrf.sentence_score(hypothesis, [reference])
+    return {
+        "corpus_bleu": str(corpus.get_signature()),
+        "sentence_bleu": str(sentence_bleu.get_signature()),
+        "sentence_chrf": str(chrf.get_signature()),
+    }
 
 
 def _score_one(index: int, source: str, reference: str, beam: str, greedy: str, words: int) -> SentenceScore:
