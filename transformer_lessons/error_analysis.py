@@ -30,6 +30,13 @@ Everything runs through the translator's own steps (:mod:`transformer_lessons.tr
 split is read and tokenized as :func:`~transformer_lessons.translation.evaluate` reads it, decoded
 by :func:`~transformer_lessons.translation.decode_token_lists`, and turned into English the same
 way, so the corpus BLEU of the whole sample is the number ``evaluate(..., limit=limit)`` gives.
+
+Measured on the course's model over all 1,000 test sentences (``scripts/measure_errors.py``, recorded in
+``results/error_analysis/``): corpus BLEU 39.12 with the beam, 38.02 greedy. By source length it stays between
+39 and 43 up to 16 words, then falls: 36.6 for 17-19 words, 26.0 for the 48 sentences of 20 words or more.
+Beam search helps 279 sentences, hurts 208 and ties 513 (512 with the same words), +0.42 chrF on average:
+its largest gains rescue a greedy output caught in a loop, its largest losses are shorter outputs that drop
+part of the sentence.
 """
 
 from __future__ import annotations
@@ -60,7 +67,9 @@ from transformer_lessons.translation import (
 if TYPE_CHECKING:
     from transformer_lessons.data import Corpus, Vocab
 
-QUICK_SAMPLE = 200  # sentences scored in the quick mode: the first 200 of the split, ~10 s on a 2-core CPU
+QUICK_SAMPLE = (
+    200  # sentences scored in the quick mode: the first 200 of the split, a fifth of the decoding of all 1,000
+)
 DEFAULT_EDGES = (8, 11, 14, 17, 20)  # source lengths (words) where a new bucket starts: ~100+ test sentences each
 SCORES = ("chrf", "bleu")  # what the sentences can be ranked by: the beam output's sentence chrF or BLEU
 
