@@ -67,10 +67,8 @@ from transformer_lessons.translation import (
 if TYPE_CHECKING:
     from transformer_lessons.data import Corpus, Vocab
 
-QUICK_SAMPLE = (
-    200  # sentences scored in the quick mode: the first 200 of the split, a fifth of the decoding of all 1,000
-)
-DEFAULT_EDGES = (8, 11, 14, 17, 20)  # source lengths (words) where a new bucket starts: ~100+ test sentences each
+QUICK_SAMPLE = 200  # the quick mode's sample, the first 200 sentences: 8 s on a 2-core CPU (all 1,000: 29 s)
+DEFAULT_EDGES = (8, 11, 14, 17, 20)  # where a bucket starts (source words): 83, 314, 307, 172, 76, 48 test sentences
 SCORES = ("chrf", "bleu")  # what the sentences can be ranked by: the beam output's sentence chrF or BLEU
 
 

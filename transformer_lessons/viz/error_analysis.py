@@ -21,6 +21,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from transformer_lessons.error_analysis import (
     BeamVsGreedy,
@@ -122,6 +123,7 @@ def plot_beam_vs_greedy(
     ax.axvline(0.0, color="#444444", linewidth=1)
     ax.set_xlabel("beam chrF − greedy chrF (per sentence)")
     ax.set_ylabel("sentences")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # a count of sentences
     ax.legend(loc="upper left", frameon=False)
     ax.grid(axis="y", alpha=0.3)
     counts = (
