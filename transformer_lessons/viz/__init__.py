@@ -19,6 +19,8 @@ One file per thing you look at; every name below is also ``viz.<name>``:
   ``plot_long``, ``lab_explorer`` (two runs side by side);
 * ``beam_tree.py``: ``plot_beam_tree`` (beam search as a tree: kept, finished, dropped, beside greedy),
   ``beam_tree_explorer`` (type German, choose the beam and α, see the tree);
+* ``error_analysis.py``: ``plot_bleu_by_length``, ``plot_beam_vs_greedy``, ``error_browser`` (the
+  test sentences from worst to best, with their attention);
 * ``widgets.py`` and ``common.py``: what the widgets and the plots share, public so that each picture
   (and a new one) imports them by name.
 
@@ -43,6 +45,12 @@ from __future__ import annotations
 from transformer_lessons.viz.widgets import HIGHLIGHT_COLOR, MEAN_OF_HEADS, WIDGET_DPI
 from transformer_lessons.viz.explorer import KIND_LABELS, AttentionExplorer, attention_explorer
 from transformer_lessons.viz.beam_tree import BeamTreeExplorer, beam_tree_explorer, plot_beam_tree
+from transformer_lessons.viz.error_analysis import (
+    ErrorBrowser,
+    error_browser,
+    plot_beam_vs_greedy,
+    plot_bleu_by_length,
+)
 from transformer_lessons.viz.kv_cache import plot_decode_times, plot_kv_cache
 from transformer_lessons.viz.lab import (
     LabExplorer,
@@ -74,12 +82,15 @@ from transformer_lessons.viz.translator import MAX_WIDGET_BEAM, Translator, tran
 __all__ = [
     "attention_explorer",
     "beam_tree_explorer",
+    "error_browser",
     "generation_stepper",
     "lab_explorer",
     "lab_record",
     "lab_table",
     "plot_attention",
     "plot_beam_tree",
+    "plot_beam_vs_greedy",
+    "plot_bleu_by_length",
     "plot_decode_times",
     "plot_heads",
     "plot_history",
@@ -107,6 +118,7 @@ __all__ += [
     "WIDGET_DPI",
     "AttentionExplorer",
     "BeamTreeExplorer",
+    "ErrorBrowser",
     "GenerationStepper",
     "LabExplorer",
     "PositionalEncodingExplorer",
