@@ -15,6 +15,8 @@ One file per thing you look at; every name below is also ``viz.<name>``:
 * ``stepper.py``: ``generation_stepper`` (where each generated word looked);
 * ``translator.py``: ``translator`` (type German, read English, step through it);
 * ``kv_cache.py``: ``plot_kv_cache`` (what a key/value cache holds), ``plot_decode_times``;
+* ``heads.py``: ``plot_head_importance``, ``plot_pruning_curve`` (which heads matter),
+  ``head_switchboard`` (switch heads off, read the translation again);
 * ``widgets.py`` and ``common.py``: what the widgets and the plots share, public so that each picture
   (and a new one) imports them by name.
 
@@ -39,6 +41,7 @@ from __future__ import annotations
 from transformer_lessons.viz.widgets import HIGHLIGHT_COLOR, MEAN_OF_HEADS, WIDGET_DPI
 from transformer_lessons.viz.explorer import KIND_LABELS, AttentionExplorer, attention_explorer
 from transformer_lessons.viz.kv_cache import plot_decode_times, plot_kv_cache
+from transformer_lessons.viz.heads import HeadSwitchboard, head_switchboard, plot_head_importance, plot_pruning_curve
 from transformer_lessons.viz.heatmaps import (
     ALLOWED_COLOR,
     ATTENTION_CMAP,
@@ -60,8 +63,10 @@ from transformer_lessons.viz.translator import MAX_WIDGET_BEAM, Translator, tran
 __all__ = [
     "attention_explorer",
     "generation_stepper",
+    "head_switchboard",
     "plot_attention",
     "plot_decode_times",
+    "plot_head_importance",
     "plot_heads",
     "plot_history",
     "plot_kv_cache",
@@ -69,6 +74,7 @@ __all__ = [
     "plot_learning_rate",
     "plot_mask",
     "plot_positional_encoding",
+    "plot_pruning_curve",
     "positional_encoding_explorer",
     "translator",
 ]
@@ -85,6 +91,7 @@ __all__ += [
     "WIDGET_DPI",
     "AttentionExplorer",
     "GenerationStepper",
+    "HeadSwitchboard",
     "PositionalEncodingExplorer",
     "Translator",
 ]
