@@ -169,7 +169,7 @@ def test_the_masks_come_back_after_the_block_nested_or_after_an_error():
         ({("encoder", 2): [0]}, "'encoder' attention has layers 0 to 1; there is no layer 2"),
         ({("cross", 0): [4]}, "('cross', 0) has heads 0 to 3; there is no head 4"),
         ({("cross", 0): [-1]}, "there is no head -1"),
-        ({("cross", True): [0]}, "there is no layer True"),
+        ({("cross", False): [0]}, "there is no layer False"),  # not True: ("cross", True) == ("cross", 1)
         ({("self", 0): [0]}, "the kind of attention must be one of ('encoder', 'decoder_self', 'cross')"),
         ({("encoder", 0, 1): [0]}, "keys are (kind, layer) pairs"),
         ({("cross", 0): None}, "as whole numbers"),
