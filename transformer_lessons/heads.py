@@ -26,11 +26,21 @@ than One?"), who switched heads off at test time in a trained translation Transf
   Specialized Heads Do the Heavy Lifting, the Rest Can Be Pruned") found roles in the
   heads that survive: attending to neighbouring positions, to syntactic relations, to rare words.
 
+Measured on the course's model (``scripts/measure_heads.py``, recorded in ``results/heads/``;
+the first 100 sentences of test_2016_flickr, greedy, 34.8 BLEU with every head on; 49 s for
+the 73 translations on one CPU thread): one head stands out, cross-attention head 2 of the
+last layer (6.1 BLEU lost without it); no other head costs more than 2.4, 40 of the 72 cost
+less than 0.5, and 25 raise BLEU a little when off. Pruned in that order, BLEU stays within
+10% of 34.8 with up to 26 heads off, then falls: 25.6 with 40 off, 7.9 with 64, 0.5 with all 72.
+
 What the numbers do and do not say: a drop is this model's loss on these sentences with this
 decoding, not a property of the head alone. BLEU on a sample of 100 sentences moves when a
 single output word changes, so small drops, and negative ones (BLEU rising), are mostly noise.
 A head that costs nothing alone may matter together with another that does the same job
-(heads are redundant), which the pruning curve shows. And the model never learnt to work
+(heads are redundant), which the pruning curve shows. The order is chosen on the same
+sentences the curve is measured on, so its start is optimistic: the heads whose loss raised
+BLEU by chance come first (on the course's model BLEU rises to 37.5 with 7 heads off); measure
+the curve on other sentences to see how much of that is real. And the model never learnt to work
 without the head: here it is removed after training, while Voita et al. train the model
 further with a penalty on the heads it uses, so that it learns to do without the ones it drops.
 """
