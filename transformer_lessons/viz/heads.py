@@ -329,7 +329,7 @@ class HeadSwitchboard(LiveWithStaticCopy, widgets.VBox):
         wrap = 70 + 6 * n_heads
         lines = [
             textwrap.shorten(f"every head on: {self.full_translation}", wrap),
-            textwrap.shorten(f"{len(self.switched_off())} heads off: {self.translation}", wrap),
+            textwrap.shorten(f"{len(self.switched_off())} of {len(self.toggles)} heads off: {self.translation}", wrap),
         ]
         ax.set_title("\n".join(lines).replace("$", r"\$"), fontsize=9, loc="left")  # a $ is text, not mathtext
         buffer = io.BytesIO()
