@@ -15,6 +15,15 @@ key/value cache then holds ``n_kv_heads`` heads instead of ``n_heads``.
 
 Built with ``rotary_base``, the projected queries and keys are rotated by their
 positions (RoFormer, Su et al. 2021; :mod:`transformer_lessons.rotary`).
+
+A ``head_mask`` switches heads off in a trained model without touching its weights:
+each head's output is multiplied by its entry before the heads are concatenated,
+so a head with 0 contributes nothing to what ``W^O`` mixes (the gates ``ξ_h`` of
+Michel et al. 2019, "Are Sixteen Heads Really Better than One?").
+
+    MultiHead(Q, K, V) = Concat(m_1 head_1, …, m_h head_h) W^O
+
+:mod:`transformer_lessons.heads` sets the masks and measures what each head is worth.
 """
 
 from __future__ import annotations
@@ -34,6 +43,21 @@ def _check_mask(mask: torch.Tensor) -> None:
         raise TypeError(
             f"masks in this course are bool tensors with True = 'may attend'; got dtype {mask.dtype}. "
             "Build one with transformer_lessons.masks (padding_mask, causal_mask) or compare, e.g. tokens != pad_id."
+        )
+
+
+def _check_head_mask(mask: torch.Tensor, n_heads: int) -> None:
+    if (
+        not isinstance(mask, torch.Tensor)
+        or tuple(mask.shape) != (n_heads,)
+        or not (mask.dtype == torch.bool or mask.is_floating_point())
+    ):
+        got = (
+            f"shape {tuple(mask.shape)}, dtype {mask.dtype}" if isinstance(mask, torch.Tensor) else type(mask).__name__
+        )
+        raise ValueError(
+            f"head_mask must be None or a bool or float tensor of shape ({n_heads},), one entry per head "
+            f"(True or 1 keeps the head, False or 0 switches it off); got {got}"
         )
 
 
@@ -115,6 +139,13 @@ class MultiHeadAttention(nn.Module):
             in training mode uses the fused ``F.scaled_dot_product_attention``,
             which gives the same output faster but no weights. ``True`` always
             records, ``False`` never does.
+        head_mask: ``None`` (default: the paper, every head counts) or a bool or
+            float tensor ``(H,)`` that multiplies each head's output before ``W^O``
+            mixes the heads: ``False``/``0`` switches that head off, on every path
+            (recorded weights, the fused kernel, cached decoding). The recorded
+            weights stay what the head computed: it still looks, its output is dropped.
+            Not a parameter or buffer: checkpoints never hold it.
+            :func:`transformer_lessons.heads.heads_off` sets it and puts it back.
     """
 
     def __init__(
@@ -148,6 +179,18 @@ class MultiHeadAttention(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.record_weights: bool | None = None
         self.attn_weights: torch.Tensor | None = None
+        self._head_mask: torch.Tensor | None = None  # paper: None, every head counts
+
+    @property
+    def head_mask(self) -> torch.Tensor | None:
+        """Each head's weight before ``W^O`` (``(H,)``, bool or float), or ``None``: every head counts in full."""
+        return self._head_mask
+
+    @head_mask.setter
+    def head_mask(self, mask: torch.Tensor | None) -> None:
+        if mask is not None:
+            _check_head_mask(mask, self.n_heads)
+        self._head_mask = mask
 
     def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
         B, L, _ = x.shape
@@ -243,6 +286,8 @@ class MultiHeadAttention(nn.Module):
             p = self.dropout.p if self.training else 0.0
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # (B, H, T, Dh)
             self.attn_weights = None
+        if self._head_mask is not None:  # a switched-off head's output is 0 before W^O mixes the heads
+            out = out * self._head_mask.to(out).view(-1, 1, 1)  # (B, H, T, Dh) * (H, 1, 1); bool -> 0/1
 
         out = out.transpose(1, 2).reshape(B, T, self.d_model)  # (B, H, T, Dh) -> (B, T, D)
         return self.w_o(out)

@@ -21,6 +21,8 @@ One file per thing you look at; every name below is also ``viz.<name>``:
   ``beam_tree_explorer`` (type German, choose the beam and α, see the tree);
 * ``error_analysis.py``: ``plot_bleu_by_length``, ``plot_beam_vs_greedy``, ``error_browser`` (the
   test sentences from worst to best, with their attention);
+* ``heads.py``: ``plot_head_importance``, ``plot_pruning_curve`` (which heads matter),
+  ``head_switchboard`` (switch heads off, read the translation again);
 * ``widgets.py`` and ``common.py``: what the widgets and the plots share, public so that each picture
   (and a new one) imports them by name.
 
@@ -61,6 +63,7 @@ from transformer_lessons.viz.lab import (
     plot_long,
     plot_warmup,
 )
+from transformer_lessons.viz.heads import HeadSwitchboard, head_switchboard, plot_head_importance, plot_pruning_curve
 from transformer_lessons.viz.heatmaps import (
     ALLOWED_COLOR,
     ATTENTION_CMAP,
@@ -87,11 +90,13 @@ __all__ = [
     "lab_explorer",
     "lab_record",
     "lab_table",
+    "head_switchboard",
     "plot_attention",
     "plot_beam_tree",
     "plot_beam_vs_greedy",
     "plot_bleu_by_length",
     "plot_decode_times",
+    "plot_head_importance",
     "plot_heads",
     "plot_history",
     "plot_kv_cache",
@@ -102,6 +107,7 @@ __all__ = [
     "plot_mask",
     "plot_positional_encoding",
     "plot_warmup",
+    "plot_pruning_curve",
     "positional_encoding_explorer",
     "translator",
 ]
@@ -121,6 +127,7 @@ __all__ += [
     "ErrorBrowser",
     "GenerationStepper",
     "LabExplorer",
+    "HeadSwitchboard",
     "PositionalEncodingExplorer",
     "Translator",
 ]
