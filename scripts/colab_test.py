@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / ".venv-colab"
 COLAB = ROOT / "requirements" / "colab.txt"
 LOCK = ROOT / "requirements" / "lock.txt"
-NOTEBOOKS = ("01", "02", "03", "04", "05", "06", "07", "11", "14")
+NOTEBOOKS = ("01", "02", "03", "04", "05", "06", "07", "11", "14", "15")
 # What Colab has preinstalled that the course or its tests use: installed at Colab's versions. The package's own
 # runtime dependencies (pyproject.toml) are added to these; each must be on Colab's list (else it is not Colab's).
 COLAB_PREINSTALLED = (
@@ -67,7 +67,8 @@ DESELECT = {
     "tests/test_laptop.py::test_make_learn_starts_a_quiet_jupyterlab_even_as_root": "starts `make learn`, the project's own venv with JupyterLab (not a Colab package)",
 }
 EXPLORER_CALL = re.compile(
-    r"\b(attention_explorer|positional_encoding_explorer|generation_stepper|translator|lab_explorer)\("
+    r"\b(attention_explorer|positional_encoding_explorer|generation_stepper|translator|lab_explorer"
+    r"|beam_tree_explorer|error_browser|head_switchboard)\("
 )
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 

@@ -8,7 +8,7 @@ flagged in each group and kind).
 
 Usage (from the repository root; about 6 minutes on a 2-core CPU)::
 
-    python scripts/measure_confidence.py --out results/confidence [--checkpoint results/cpu/model_fp16.pt]
+    python scripts/measure_confidence.py --out results/confidence [--checkpoint PATH]
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import torch
 from transformer_lessons import data
 from transformer_lessons.confidence import assess, auroc
 from transformer_lessons.data.not_captions import NOT_CAPTIONS
+from transformer_lessons.pretrained import COURSE_MODEL_PATH
 
 PERCENTILE = 5  # of the validation captions: the share of captions the threshold flags
 
@@ -45,7 +46,7 @@ def signals(model, sentences: list[str]) -> list[float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("results/confidence"))
-    parser.add_argument("--checkpoint", default="results/cpu/model_fp16.pt", help="the model (default: the course's)")
+    parser.add_argument("--checkpoint", default=COURSE_MODEL_PATH, help=f"the model (default: the course's, {COURSE_MODEL_PATH})")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     val = signals(args.checkpoint, [de for de, _ in data.load_split("val", progress=False)])

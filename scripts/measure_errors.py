@@ -6,7 +6,7 @@ it on test_2016_flickr (all 1,000 sentences by default) and records the figures.
 
 Usage (from the repository root; under a minute on a 2-core CPU)::
 
-    python scripts/measure_errors.py --out results/error_analysis [--limit 200] [--checkpoint results/cpu/model_fp16.pt]
+    python scripts/measure_errors.py --out results/error_analysis [--limit 200] [--checkpoint PATH]
 """
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ from pathlib import Path
 import torch
 
 from transformer_lessons.error_analysis import bleu_by_length, greedy_vs_beam, score_sentences, worst_and_best
+from transformer_lessons.pretrained import COURSE_MODEL_PATH
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("results/error_analysis"))
-    parser.add_argument("--checkpoint", default="results/cpu/model_fp16.pt", help="the model (default: the course's)")
+    parser.add_argument("--checkpoint", default=COURSE_MODEL_PATH, help=f"the model (default: the course's, {COURSE_MODEL_PATH})")
     parser.add_argument("--limit", type=int, default=None, help="the first LIMIT test sentences (default: all)")
     args = parser.parse_args(argv)
     analysis = score_sentences(args.checkpoint, "test_2016_flickr", limit=args.limit, device="cpu")

@@ -444,11 +444,11 @@ def test_precision_and_averaging_options_reach_the_run(tmp_path, seen_configs, c
     seen = seen_configs
     assert (
         main(
-            ["train", "--preset", "cpu", "--out", str(tmp_path / "a"), "--precision", "bfloat16", "--average-last", "5"]
+            ["train", "--preset", "quick", "--out", str(tmp_path / "a"), "--precision", "bfloat16", "--average-last", "5"]
         )
         == 0
     )
-    assert main(["train", "--preset", "cpu", "--out", str(tmp_path / "b")]) == 0
+    assert main(["train", "--preset", "quick", "--out", str(tmp_path / "b")]) == 0
     assert [(c.precision, c.average_last) for c in seen] == [("bfloat16", 5), ("auto", 1)]
     assert main(["train", "--precision", "half"]) == 2
     assert "invalid choice: 'half'" in capsys.readouterr().err
@@ -459,13 +459,14 @@ def test_the_model_options_since_the_paper_reach_the_run(tmp_path, seen_configs,
 
     seen = seen_configs
     modern = ["--norm-first", "--norm", "rmsnorm", "--ffn", "swiglu", "--positional", "rotary", "--kv-heads", "2"]
-    assert main(["train", "--preset", "cpu", "--out", str(tmp_path / "a"), *modern]) == 0
-    assert main(["train", "--preset", "cpu", "--out", str(tmp_path / "b")]) == 0
+    assert main(["train", "--preset", "quick", "--out", str(tmp_path / "a"), *modern]) == 0
+    assert main(["train", "--preset", "quick", "--out", str(tmp_path / "b")]) == 0
     changed, plain = seen
-    assert changed.model == TRAIN_PRESETS["cpu"].model.replace(
+    assert changed.model == TRAIN_PRESETS["quick"].model.replace(
         norm_first=True, norm="rmsnorm", ffn="swiglu", positional="rotary", n_kv_heads=2
     )
-    assert plain.model == TRAIN_PRESETS["cpu"].model, "without the options, the preset's model"
+    assert plain.model == TRAIN_PRESETS["quick"].model, "without the options, the preset's model"
+    assert plain.model.positional == "sinusoidal" and not plain.model.norm_first, "the quick preset is the paper's"
     assert main(["train", "--ffn", "gelu"]) == 2
     assert "invalid choice: 'gelu'" in capsys.readouterr().err
     assert main(["train", "--kv-heads", "3", "--preset", "cpu", "--out", str(tmp_path / "c")]) == 2

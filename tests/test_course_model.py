@@ -1,4 +1,4 @@
-"""The course's committed translator (results/cpu/): its record is true and the model works on any machine.
+"""The course's committed translator (pretrained.COURSE_MODEL_PATH's folder): its record is true and the model works on any machine.
 
 - the committed hypotheses re-score, with sacreBLEU, to the BLEU recorded in metrics.json;
 - the model file is the one the package trusts (its SHA-256 in pretrained.py, beside it, and of its bytes),
@@ -19,8 +19,8 @@ from transformer_lessons import data, pretrained
 from transformer_lessons.data import sha256_file
 from transformer_lessons.translation import translate
 
-RUN = Path(__file__).resolve().parent.parent / "results" / "cpu"
-MODEL = RUN / "model_fp16.pt"
+MODEL = Path(__file__).resolve().parent.parent / pretrained.COURSE_MODEL_PATH
+RUN = MODEL.parent  # the run's record: results/<run>/
 MAX_BYTES = 16 * 1024 * 1024
 
 # Sentences written for this test, in the captions' world but in no Multi30k split (asserted below), and
@@ -49,7 +49,7 @@ def test_the_record_is_complete():
         "model_fp16.pt",
         "model_fp16.pt.sha256",
     ):
-        assert (RUN / name).is_file(), f"results/cpu/{name} is missing"
+        assert (RUN / name).is_file(), f"{RUN}/{name} is missing"
     command = (RUN / "command.txt").read_text(encoding="utf-8")
     assert "--preset cpu" in command and "commit " in command
 

@@ -8,7 +8,9 @@ the heatmap before and after, decoded with Pillow, must show a picture (not one
 flat colour) and differ over a good part of it. The screenshots land in
 ``tests/browser/artifacts/``. A second test opens the learner version of the same
 notebook and checks that its solution is folded away until the learner clicks
-"Show a solution".
+"Show a solution". Others type sentences into the translator of notebook 11 (a new translation,
+its words coloured by probability, the warning for a sentence unlike the captions) and into the
+beam-tree explorer of notebook 15 (a new tree).
 
 Run with ``make browser-test`` (installs Chromium and Playwright first, and fails
 rather than skips if they are still missing), or ``pytest tests/browser`` once
@@ -27,6 +29,7 @@ import numpy as np
 from PIL import Image
 
 from transformer_lessons.authoring import build_learner
+from transformer_lessons.viz.translator import UNUSUAL_WARNING
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -248,6 +251,7 @@ TRANSLATOR_HEATMAP = f"{TRANSLATOR} .widget-output img"
 TRANSLATION = f"{TRANSLATOR} .widget-html-content"
 FIRST_SENTENCE = "Ein Mann fährt Fahrrad."
 TYPED_SENTENCE = "Zwei kleine Hunde spielen im Schnee."
+UNUSUAL_SENTENCE = "Wo ist der nächste Bahnhof?"  # flagged by the course's model (results/confidence/)
 
 
 def _translator_notebook(target_dir) -> str:
@@ -271,6 +275,11 @@ def _translator_notebook(target_dir) -> str:
     return TRANSLATOR_NOTEBOOK
 
 
+def _coloured_words(page) -> list[str]:
+    """The English words the translator coloured by probability (each a span titled 'probability ...')."""
+    return page.locator(f"{TRANSLATION} span[title^='probability']").all_inner_texts()
+
+
 def _translation_text(page) -> str:
     texts = page.locator(TRANSLATION).all_inner_texts()
     return next((t for t in texts if "English" in t), "")
@@ -288,6 +297,8 @@ def test_translator_follows_a_typed_sentence(browser_page, lab_server, tmp_path)
         assert "bike" in first_text or "bicycle" in first_text, (
             f"the course's model should translate {FIRST_SENTENCE!r}: {first_text!r}"
         )
+        first_words = _coloured_words(page)
+        assert "bike" in first_words or "bicycle" in first_words, first_words
         before = _heatmap_state(page, TRANSLATOR_HEATMAP)
         shot_before = page.locator(TRANSLATOR_HEATMAP).first.screenshot()
         _save(shot_before, "translator_heatmap_before.png", tmp_path)
@@ -307,6 +318,8 @@ def test_translator_follows_a_typed_sentence(browser_page, lab_server, tmp_path)
         )
         second_text = _translation_text(page)
         assert "dog" in second_text, f"the course's model should translate {TYPED_SENTENCE!r}: {second_text!r}"
+        # Each English word is coloured by its probability, and the colours follow the new sentence.
+        assert _coloured_words(page) != first_words and "dogs" in _coloured_words(page), (first_words, second_text)
         shot_after = page.locator(TRANSLATOR_HEATMAP).first.screenshot()
         _save(shot_after, "translator_heatmap_after.png", tmp_path)
         _save(translator.screenshot(), "translator_after.png", tmp_path)
@@ -315,6 +328,17 @@ def test_translator_follows_a_typed_sentence(browser_page, lab_server, tmp_path)
         assert (
             after["naturalWidth"] != before["naturalWidth"] or shot_after != shot_before
         )  # a new sentence, a new picture
+        # A sentence from outside the captions' world: the warning appears above the translation.
+        assert UNUSUAL_WARNING not in _translation_text(page)
+        box.click()
+        box.fill(UNUSUAL_SENTENCE)
+        box.press("Enter")
+        page.wait_for_function(
+            "(warning) => [...document.querySelectorAll('.widget-html-content')].some(e => e.innerText.includes(warning))",
+            arg=UNUSUAL_WARNING,
+            timeout=REDRAW_TIMEOUT_MS,
+        )
+        _save(translator.screenshot(), "translator_unusual.png", tmp_path)
         stderr = page.locator(
             ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
         ).all_inner_texts()
@@ -325,6 +349,91 @@ def test_translator_follows_a_typed_sentence(browser_page, lab_server, tmp_path)
     except BaseException:
         with contextlib.suppress(Exception):
             _save(page.screenshot(full_page=True), "failure_translator.png", tmp_path)
+        raise
+
+
+# --- the beam tree of notebook 15: type a sentence, get a new tree --------------------------------------------
+
+BEAM_TREE_NOTEBOOK = "beam_tree.ipynb"
+BEAM_TREE = ".widget-vbox:has(.widget-text input):has(.widget-output)"
+BEAM_TREE_IMAGE = f"{BEAM_TREE} .widget-output img"
+BEAM_TREE_TEXT = f"{BEAM_TREE} .widget-html-content"
+
+
+def _beam_tree_notebook(target_dir) -> str:
+    """Notebook 15's beam-tree explorer on the course's committed model, in a notebook of its own."""
+    source = nbformat.read(ROOT / "notebooks" / "15_inside_the_translator.ipynb", as_version=4)
+    assert any("viz.beam_tree_explorer(" in c.source for c in source.cells if c.cell_type == "code"), (
+        "notebook 15 no longer has the beam-tree explorer"
+    )
+    nb = nbformat.v4.new_notebook()
+    nb.metadata = source.metadata
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "from transformer_lessons import viz\nfrom transformer_lessons.pretrained import load_course_model\n"
+            "course = load_course_model()"
+        ),
+        nbformat.v4.new_code_cell(
+            f"viz.beam_tree_explorer(course.model, course.src_vocab, course.tgt_vocab, sentence={FIRST_SENTENCE!r})"
+        ),
+    ]
+    nbformat.write(nb, target_dir / BEAM_TREE_NOTEBOOK)
+    return BEAM_TREE_NOTEBOOK
+
+
+def _beam_tree_text(page) -> str:
+    texts = page.locator(BEAM_TREE_TEXT).all_inner_texts()
+    return next((t for t in texts if "greedy" in t), "")
+
+
+def _drawn(png: bytes, name: str) -> np.ndarray:
+    """A screenshot of a drawing as ``(h, w, 3)`` int; asserts it holds a picture, not one flat colour."""
+    image = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
+    colours = len(np.unique(image.reshape(-1, 3) // 32, axis=0))
+    assert min(image.shape[:2]) > 100 and colours >= MIN_CELL_COLOURS, f"{name}: {image.shape}, {colours} colours"
+    return image
+
+
+def test_beam_tree_follows_a_typed_sentence(browser_page, lab_server, tmp_path):
+    page = browser_page
+    try:
+        _open_and_run_all(page, lab_server, _beam_tree_notebook(lab_server.root_dir))
+        page.wait_for_selector(BEAM_TREE_IMAGE, state="visible", timeout=RUN_ALL_TIMEOUT_MS)
+        _wait_for_image(page, BEAM_TREE_IMAGE)
+        explorer = page.locator(BEAM_TREE).first
+        explorer.scroll_into_view_if_needed()
+        first_text = _beam_tree_text(page)
+        assert "bike" in first_text or "bicycle" in first_text, first_text
+        assert "score" in first_text, f"the finished hypotheses' table is missing: {first_text!r}"
+        before = _heatmap_state(page, BEAM_TREE_IMAGE)
+        shot_before = page.locator(BEAM_TREE_IMAGE).first.screenshot()
+        _save(explorer.screenshot(), "beam_tree_before.png", tmp_path)
+        tree_before = _drawn(shot_before, "beam_tree_before.png")
+
+        box = explorer.locator(".widget-text input").first
+        box.click()
+        box.fill(TYPED_SENTENCE)
+        box.press("Enter")
+        _wait_for_image(page, BEAM_TREE_IMAGE, old_src=before["src"])
+        page.wait_for_function(
+            "(old) => [...document.querySelectorAll('.widget-html-content')].some(e => e.innerText.includes('greedy') && e.innerText !== old)",
+            arg=first_text,
+            timeout=REDRAW_TIMEOUT_MS,
+        )
+        second_text = _beam_tree_text(page)
+        assert "dog" in second_text, f"the beam tree should translate {TYPED_SENTENCE!r}: {second_text!r}"
+        shot_after = page.locator(BEAM_TREE_IMAGE).first.screenshot()
+        _save(explorer.screenshot(), "beam_tree_after.png", tmp_path)
+        tree_after = _drawn(shot_after, "beam_tree_after.png")
+        assert tree_after.shape != tree_before.shape or (tree_after != tree_before).any()  # a new tree drawn
+        stderr = page.locator(
+            ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
+        ).all_inner_texts()
+        assert not [t for t in stderr if "Traceback" in t or "Error" in t], stderr
+        print(f"browser test: beam tree {first_text!r} -> typed {TYPED_SENTENCE!r} -> {second_text!r}")
+    except BaseException:
+        with contextlib.suppress(Exception):
+            _save(page.screenshot(full_page=True), "failure_beam_tree.png", tmp_path)
         raise
 
 
