@@ -46,7 +46,9 @@ def signals(model, sentences: list[str]) -> list[float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("results/confidence"))
-    parser.add_argument("--checkpoint", default=COURSE_MODEL_PATH, help=f"the model (default: the course's, {COURSE_MODEL_PATH})")
+    parser.add_argument(
+        "--checkpoint", default=COURSE_MODEL_PATH, help=f"the model (default: the course's, {COURSE_MODEL_PATH})"
+    )
     args = parser.parse_args(argv)
     start = time.perf_counter()
     val = signals(args.checkpoint, [de for de, _ in data.load_split("val", progress=False)])

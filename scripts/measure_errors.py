@@ -26,7 +26,9 @@ from transformer_lessons.pretrained import COURSE_MODEL_PATH
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("results/error_analysis"))
-    parser.add_argument("--checkpoint", default=COURSE_MODEL_PATH, help=f"the model (default: the course's, {COURSE_MODEL_PATH})")
+    parser.add_argument(
+        "--checkpoint", default=COURSE_MODEL_PATH, help=f"the model (default: the course's, {COURSE_MODEL_PATH})"
+    )
     parser.add_argument("--limit", type=int, default=None, help="the first LIMIT test sentences (default: all)")
     args = parser.parse_args(argv)
     analysis = score_sentences(args.checkpoint, "test_2016_flickr", limit=args.limit, device="cpu")

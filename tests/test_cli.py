@@ -444,7 +444,17 @@ def test_precision_and_averaging_options_reach_the_run(tmp_path, seen_configs, c
     seen = seen_configs
     assert (
         main(
-            ["train", "--preset", "quick", "--out", str(tmp_path / "a"), "--precision", "bfloat16", "--average-last", "5"]
+            [
+                "train",
+                "--preset",
+                "quick",
+                "--out",
+                str(tmp_path / "a"),
+                "--precision",
+                "bfloat16",
+                "--average-last",
+                "5",
+            ]
         )
         == 0
     )

@@ -104,7 +104,7 @@ def put(folder: Path, model: bytes, companions: bool = True) -> Path:
 
 
 def test_the_repository_copy_is_found_checked_and_translates(setting, fake_model):
-    path = put(pretrained.CHECKOUT / "results" / "cpu", fake_model)
+    path = put((pretrained.CHECKOUT / pretrained.COURSE_MODEL_PATH).parent, fake_model)
     course = load_course_model(device="cpu", progress=False)
     assert course.path == path and setting.calls == [], "a clone needs no network"
     assert not course.model.training and course.metrics == METRICS and course.history == HISTORY
@@ -123,7 +123,7 @@ def test_a_corrupt_repository_copy_is_reported_not_used(setting, fake_model, dam
         if damage == "truncated"
         else b"version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 123\n"
     )
-    path = put(pretrained.CHECKOUT / "results" / "cpu", data)
+    path = put((pretrained.CHECKOUT / pretrained.COURSE_MODEL_PATH).parent, data)
     put(pretrained.cached_copy().parent, fake_model)  # a good copy elsewhere does not hide the problem
     with pytest.raises(PretrainedError) as info:
         course_model_file(progress=False)

@@ -43,8 +43,8 @@ from transformer_lessons.translation import translate
 from transformer_lessons.errors import DataError
 from transformer_lessons.checkpoint import load_checkpoint
 
-COURSE_MODEL_PATH = "results/cpu/model_fp16.pt"  # inside the repository, '/'-separated
-COURSE_MODEL_SHA256 = "765f2a131299d128dffce96b8e3119fa1f9618c38cd650a15e21acb27c88ab27"  # of the committed file; equals results/cpu/model_fp16.pt.sha256
+COURSE_MODEL_PATH = "results/cpu_rotary/model_fp16.pt"  # inside the repository, '/'-separated
+COURSE_MODEL_SHA256 = "94409b628a1d9ea1c5d2da234f7821cc64ce932ab416648dc5446fc22c6f54a7"  # of the committed file; equals results/cpu_rotary/model_fp16.pt.sha256
 COMPANION_FILES = ("metrics.json", "history.json")  # beside the model, in the repository and in the cache
 MODEL_ENV = "TRANSFORMER_LESSONS_MODEL"  # a model file of your own, used instead of the course's
 DISTRIBUTION = "transformer-lessons"  # the package's name in its metadata

@@ -251,7 +251,9 @@ TRANSLATOR_HEATMAP = f"{TRANSLATOR} .widget-output img"
 TRANSLATION = f"{TRANSLATOR} .widget-html-content"
 FIRST_SENTENCE = "Ein Mann fährt Fahrrad."
 TYPED_SENTENCE = "Zwei kleine Hunde spielen im Schnee."
-UNUSUAL_SENTENCE = "Wo ist der nächste Bahnhof?"  # flagged by the course's model (results/confidence/)
+UNUSUAL_SENTENCE = (
+    "Bitte schließen Sie die Tür leise."  # an instruction: flagged by the course's model (results/confidence/)
+)
 
 
 def _translator_notebook(target_dir) -> str:
