@@ -19,8 +19,8 @@ from transformer_lessons.viz.widgets import STATIC_COPY_NOTE
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 # Notebooks whose lesson includes an interactive attention explorer (issue: foundation, §4).
 WITH_EXPLORER = ("01", "02", "03", "06", "07")
-# The roadmap has nothing to build yet, and the finale explores the trained model.
-NO_EXERCISE = ("00", "11")
+# The roadmap has nothing to build yet; the finale (11) and "Inside the translator" (15) explore the trained model.
+NO_EXERCISE = ("00", "11", "15")
 
 
 def _load(path: Path) -> dict:

@@ -256,25 +256,35 @@ UNUSUAL_SENTENCE = (
 )
 
 
-def _translator_notebook(target_dir) -> str:
-    """The translator of notebook 11 on the course's committed model, in a notebook of its own (seconds to run)."""
-    source = nbformat.read(ROOT / "notebooks" / "11_german_english_model.ipynb", as_version=4)
-    assert any("viz.translator(" in c.source for c in source.cells if c.cell_type == "code"), (
-        "notebook 11 no longer has the translator"
+def _course_widget_notebook(target_dir, source: str, call: str, name: str) -> str:
+    """A notebook of its own (seconds to run): the course's committed model, then one widget of notebook ``source``.
+
+    ``call`` is the widget's function (``viz.<call>``), asserted to be in that notebook still; the widget opens on
+    ``FIRST_SENTENCE``.
+    """
+    notebook = nbformat.read(ROOT / "notebooks" / source, as_version=4)
+    assert any(f"viz.{call}(" in c.source for c in notebook.cells if c.cell_type == "code"), (
+        f"{source} no longer has viz.{call}"
     )
     nb = nbformat.v4.new_notebook()
-    nb.metadata = source.metadata
+    nb.metadata = notebook.metadata
+    extra = ", beam_size=4" if call == "translator" else ""
     nb.cells = [
         nbformat.v4.new_code_cell(
             "from transformer_lessons import viz\nfrom transformer_lessons.pretrained import load_course_model\n"
             "course = load_course_model()"
         ),
         nbformat.v4.new_code_cell(
-            f"viz.translator(course.model, course.src_vocab, course.tgt_vocab, sentence={FIRST_SENTENCE!r}, beam_size=4)"
+            f"viz.{call}(course.model, course.src_vocab, course.tgt_vocab, sentence={FIRST_SENTENCE!r}{extra})"
         ),
     ]
-    nbformat.write(nb, target_dir / TRANSLATOR_NOTEBOOK)
-    return TRANSLATOR_NOTEBOOK
+    nbformat.write(nb, target_dir / name)
+    return name
+
+
+def _translator_notebook(target_dir) -> str:
+    """The translator of notebook 11 on the course's committed model."""
+    return _course_widget_notebook(target_dir, "11_german_english_model.ipynb", "translator", TRANSLATOR_NOTEBOOK)
 
 
 def _coloured_words(page) -> list[str]:
@@ -340,6 +350,7 @@ def test_translator_follows_a_typed_sentence(browser_page, lab_server, tmp_path)
             arg=UNUSUAL_WARNING,
             timeout=REDRAW_TIMEOUT_MS,
         )
+        _wait_for_image(page, TRANSLATOR_HEATMAP, old_src=after["src"])  # the picture follows the text
         _save(translator.screenshot(), "translator_unusual.png", tmp_path)
         stderr = page.locator(
             ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
@@ -363,24 +374,10 @@ BEAM_TREE_TEXT = f"{BEAM_TREE} .widget-html-content"
 
 
 def _beam_tree_notebook(target_dir) -> str:
-    """Notebook 15's beam-tree explorer on the course's committed model, in a notebook of its own."""
-    source = nbformat.read(ROOT / "notebooks" / "15_inside_the_translator.ipynb", as_version=4)
-    assert any("viz.beam_tree_explorer(" in c.source for c in source.cells if c.cell_type == "code"), (
-        "notebook 15 no longer has the beam-tree explorer"
+    """Notebook 15's beam-tree explorer on the course's committed model."""
+    return _course_widget_notebook(
+        target_dir, "15_inside_the_translator.ipynb", "beam_tree_explorer", BEAM_TREE_NOTEBOOK
     )
-    nb = nbformat.v4.new_notebook()
-    nb.metadata = source.metadata
-    nb.cells = [
-        nbformat.v4.new_code_cell(
-            "from transformer_lessons import viz\nfrom transformer_lessons.pretrained import load_course_model\n"
-            "course = load_course_model()"
-        ),
-        nbformat.v4.new_code_cell(
-            f"viz.beam_tree_explorer(course.model, course.src_vocab, course.tgt_vocab, sentence={FIRST_SENTENCE!r})"
-        ),
-    ]
-    nbformat.write(nb, target_dir / BEAM_TREE_NOTEBOOK)
-    return BEAM_TREE_NOTEBOOK
 
 
 def _beam_tree_text(page) -> str:
