@@ -73,6 +73,12 @@ EXPLORER_CALL = re.compile(
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
+def _course_model_path() -> str:
+    """``pretrained.COURSE_MODEL_PATH``, read from the source (this script's own venv need not import the package)."""
+    source = (ROOT / "transformer_lessons" / "pretrained.py").read_text(encoding="utf-8")
+    return re.search(r'^COURSE_MODEL_PATH = "([^"]+)"', source, re.M)[1]
+
+
 def say(message: str) -> None:
     print(f"colab-test: {message}", flush=True)
 
@@ -293,8 +299,9 @@ def execute() -> int:
     cache = Path(tempfile.mkdtemp(prefix="colab-test-"))
     models = cache / "models"  # the course's model where a Colab session keeps it after downloading it
     models.mkdir()
+    record = (ROOT / _course_model_path()).parent  # the committed course model's folder
     for name in ("model_fp16.pt", "metrics.json", "history.json"):
-        shutil.copy(ROOT / "results" / "cpu" / name, models / name)
+        shutil.copy(record / name, models / name)
     # The package is installed as on Colab (not from the checkout): its model comes from the cache. Runs go where
     # `make test` puts them, so notebook 11 reuses the quick model that notebook 10 trained there, when it did.
     os.environ.update({"TRANSFORMER_LESSONS_CACHE": str(cache), "PYDEVD_DISABLE_FILE_VALIDATION": "1"})

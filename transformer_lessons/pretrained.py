@@ -283,7 +283,7 @@ def load_course_model(device=None, progress: bool = True) -> CourseModel:
 
 
 def describe(path: str | os.PathLike, metrics: dict | None = None) -> str:
-    """One line naming a model file: ``the course's model results/cpu/model_fp16.pt (sha256 1a2b3c4d…, test BLEU 31.20)``.
+    """One line naming a model file: ``the course's model results/cpu_rotary/model_fp16.pt (sha256 1a2b3c4d…, test BLEU 31.20)``.
 
     "the course's model" only when the bytes are the course's (their SHA-256);
     the test BLEU comes from ``metrics`` (default: ``metrics.json`` beside the file).
