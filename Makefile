@@ -99,17 +99,20 @@ bench: setup
 # on this machine), starting without the runs the notebooks train, as a fresh checkout does (they go to the top-level
 # runs/; NOTEBOOK_RUNS names them, and any other run there is kept; notebooks/runs is where they went before).
 # The Colab cells are stamped first, so that the saved notebooks hold their executed versions; learner/ is
-# rebuilt from the result.
-NOTEBOOK_RUNS := runs/quick runs/09_resume_demo
+# rebuilt from the result. The checks record their verdicts in a progress file of this run's own (not the
+# author's), so the saved progress() table of notebook 00 shows what a new learner sees.
+NOTEBOOK_RUNS := runs/quick runs/quick_scheduled_sampling runs/09_resume_demo
 execute: setup
 	$(BIN)/python -m transformer_lessons.authoring.colab
 	rm -rf notebooks/runs $(NOTEBOOK_RUNS)
 	TQDM_MININTERVAL=5 TRANSFORMER_LESSONS_MODE=quick TRANSFORMER_LESSONS_DATA="$(DATA)" MPLBACKEND=agg \
+		TRANSFORMER_LESSONS_PROGRESS="$$(mktemp -d)/progress.json" \
 		$(BIN)/python scripts/time_notebooks.py --inplace --json results/notebook_times.json
 	$(MAKE) learner
 
 # Learner notebooks (exercises as stubs, solutions folded) and the Colab cells, generated from notebooks/.
 learner: setup
+	$(BIN)/python -m transformer_lessons.authoring.course_counts
 	$(BIN)/python -m transformer_lessons.authoring.colab
 	$(BIN)/python -m transformer_lessons.authoring.build_learner
 

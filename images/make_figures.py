@@ -304,20 +304,28 @@ def draw_decoder_layer(out_dir, png=False):
 
 
 def mini_layer(ax, cx, y0, width, parts, title):
-    """A compact layer: coloured strips bottom-up, framed. Returns the frame's top y and strip centres."""
-    pad = 0.14
+    """A compact layer: coloured strips bottom-up, framed. Returns the frame's top y and strip centres.
+
+    Each sublayer strip is followed by an Add & Norm strip; a residual path on the right
+    carries the sublayer's input around it into that Add & Norm (the paper's Figure 1).
+    """
+    pad, gap, skip_room = 0.14, 0.16, 0.38  # skip_room: space on the right for the residual paths
     heights = {"norm": 0.24}
-    y = y0 + pad
+    strip_w = width - 2 * pad - skip_room
+    strip_cx = cx - width / 2 + pad + strip_w / 2
+    skip_x = strip_cx + strip_w / 2 + skip_room / 2
+    y = y0 + gap
     centres = {}
     top_of_parts = y
+    branch_y = None  # where the residual path of the current sublayer leaves the main path
     for key, text in parts:
         h = heights.get(key, 0.44)
         color = COLORS["norm"] if key == "norm" else COLORS[key]
-        box(
+        b = box(
             ax,
-            cx,
+            strip_cx,
             y + h / 2,
-            width - 2 * pad,
+            strip_w,
             h,
             text,
             color,
@@ -325,10 +333,18 @@ def mini_layer(ax, cx, y0, width, parts, title):
             lw=1.0,
             rounding=0.05,
         )
+        ax.plot([cx, cx], [y - gap, y], color=INK, lw=1.2, zorder=1.5)  # the main path, through the gap below
+        if key == "norm":  # the residual path: around the sublayer, added in this Add & Norm
+            ax.plot([cx, skip_x, skip_x], [branch_y, branch_y, y + h / 2], color=INK, lw=1.2, zorder=1.5)
+            arrow(ax, (skip_x, y + h / 2), b["right"], lw=1.2, z=1.5)
+            ax.plot([cx], [branch_y], "o", color=INK, markersize=3.5, zorder=4)
+        else:
+            branch_y = y - gap / 2
         centres.setdefault(key, []).append(y + h / 2)
-        y += h + 0.08
+        y += h + gap
         top_of_parts = y
-    top = top_of_parts - 0.08 + pad + 0.3
+    top = top_of_parts - gap + pad + 0.3
+    ax.plot([cx, cx], [top_of_parts - gap, top], color=INK, lw=1.2, zorder=1.5)  # on to the frame's top
     ax.add_patch(
         FancyBboxPatch(
             (cx - width / 2, y0),
@@ -346,7 +362,7 @@ def mini_layer(ax, cx, y0, width, parts, title):
 
 
 def draw_encoder_decoder(out_dir, png=False):
-    fig, ax = canvas(11.6, 12.4)
+    fig, ax = canvas(11.6, 13.1)
     ex, dx = 2.9, 8.3  # centres of the encoder and decoder columns
     width = 3.5
     enc_parts = [
@@ -366,7 +382,7 @@ def draw_encoder_decoder(out_dir, png=False):
 
     for cx, label, tokens in (
         (ex, "source tokens", "ein Hund rennt"),
-        (dx, "target tokens, shifted right", "<bos> a dog"),
+        (dx, "target tokens, shifted right", "<bos> a dog runs"),
     ):
         ax.text(cx, 0.3, f"{label}\n“{tokens}”", ha="center", va="center", fontsize=SMALL, color=INK)
         arrow(ax, (cx, 0.62), (cx, 1.0))
@@ -442,25 +458,31 @@ def draw_encoder_decoder(out_dir, png=False):
     # Output: linear + softmax.
     lin_y = dtopN + 0.55
     arrow(ax, (dx, dtopN), (dx, lin_y - 0.25))
-    box(ax, dx, lin_y, width * 0.8, 0.5, "Linear (d_model → V)", COLORS["output"])
+    box(ax, dx, lin_y, width * 0.8, 0.5, "Linear (d_model → vocab)", COLORS["output"])
     arrow(ax, (dx, lin_y + 0.25), (dx, lin_y + 0.55))
     box(ax, dx, lin_y + 0.8, width * 0.8, 0.5, "Softmax", COLORS["output"])
     arrow(ax, (dx, lin_y + 1.05), (dx, lin_y + 1.35))
     ax.text(
-        dx, lin_y + 1.55, "next-token probabilities\n“a dog runs”", ha="center", va="center", fontsize=SMALL, color=INK
+        dx,
+        lin_y + 1.55,
+        "next-token probabilities\n“a dog runs <eos>”",
+        ha="center",
+        va="center",
+        fontsize=SMALL,
+        color=INK,
     )
 
     legend(
         ax,
         0.35,
-        11.9,
+        12.6,
         [
             ("embedding", COLORS["embed"]),
             ("encoder self-attention", COLORS["self_attn"]),
             ("masked self-attention", COLORS["masked_attn"]),
             ("cross-attention", COLORS["cross_attn"]),
             ("feed-forward", COLORS["ffn"]),
-            ("add & norm (residual)", COLORS["norm"]),
+            ("add & norm (adds the residual)", COLORS["norm"]),
             ("output projection", COLORS["output"]),
         ],
     )
@@ -480,6 +502,15 @@ def draw_qkv(out_dir, png=False):
     for i, t in enumerate(tokens):
         ax.text(x0 - 0.1, y0 + (2 - i) * cell + cell / 2, t, ha="right", va="center", fontsize=SMALL)
     ax.text(x0 + 2.5 * cell, y0 - 0.3, "X\n(T × d_model)", ha="center", va="top", fontsize=SMALL)
+    ax.text(
+        x0 + 2.5 * cell,
+        1.3,
+        "self-attention: S = T\n(one key and one value\nper token of X)",
+        ha="center",
+        va="center",
+        fontsize=SMALL - 1,
+        color="#555555",
+    )
 
     rows = {"Q": 5.2, "K": 3.23, "V": 1.25}
     colors = {"Q": COLORS["q"], "K": COLORS["k"], "V": COLORS["v"]}
@@ -492,7 +523,7 @@ def draw_qkv(out_dir, png=False):
         ax.text(
             5.0 + 1.5 * cell,
             y - 1.5 * cell - 0.08,
-            f"{name} (T × d_k)" if name == "Q" else f"{name} (S × d_k)",
+            {"Q": "Q (T × d_k)", "K": "K (S × d_k)", "V": "V (S × d_v)"}[name],
             ha="center",
             va="top",
             fontsize=SMALL,
@@ -544,95 +575,87 @@ def draw_qkv(out_dir, png=False):
 
 
 def draw_multi_head(out_dir, png=False):
-    fig, ax = canvas(12.4, 10.2)
+    fig, ax = canvas(14.3, 8.5)
     n_heads = 4
-    chunk_w, bar_h = 0.55, 0.42
-    ax.text(6.2, 0.3, "X (T × d_model)", ha="center", va="center", fontsize=SMALL)
-    names = ["Q", "K", "V"]
-    xs = {"Q": 2.4, "K": 6.2, "V": 10.0}
-    chunk_centres = {}
-    for name in names:
-        cx = xs[name]
-        path_arrow(ax, [(6.2, 0.52), (6.2, 0.8), (cx, 0.8), (cx, 1.2)])
-        b = box(ax, cx, 1.5, 2.2, 0.6, f"Linear $W^{name}$", "white")
-        arrow(ax, b["top"], (cx, 2.35))
-        x_left = cx - n_heads * chunk_w / 2
-        for h in range(n_heads):
-            ax.add_patch(
-                Rectangle((x_left + h * chunk_w, 2.35), chunk_w, bar_h, fc=HEAD_COLORS[h], ec=INK, lw=1.0, zorder=2)
-            )
-            ax.text(
-                x_left + (h + 0.5) * chunk_w,
-                2.35 + bar_h / 2,
-                str(h + 1),
-                ha="center",
-                va="center",
-                fontsize=SMALL - 1,
-                zorder=3,
-            )
-        chunk_centres[name] = [(x_left + (h + 0.5) * chunk_w, 2.35 + bar_h) for h in range(n_heads)]
-        ax.text(x_left - 0.12, 2.35 + bar_h / 2, name, ha="right", va="center", fontsize=FONT, weight="bold")
+    bar_h = 0.42
+    rows = {"Q": 2.6, "K": 1.95, "V": 1.3}  # one row per projection, Q on top
+    col_w, gap, x0 = 1.8, 0.35, 3.6  # head h's slices sit in column h, under head h
+    col_left = [x0 + h * (col_w + gap) for h in range(n_heads)]
+    head_xs = [left + col_w / 2 for left in col_left]
+    mid = (col_left[0] + col_left[-1] + col_w) / 2
+
+    # X -> three projections.
+    ax.text(0.65, rows["K"], "X\n(T × d_model)", ha="center", va="center", fontsize=SMALL)
+    spine = 1.35
+    ax.plot([1.2, spine], [rows["K"]] * 2, color=INK, lw=1.5, zorder=1)
+    ax.plot([spine, spine], [rows["V"], rows["Q"]], color=INK, lw=1.5, zorder=1)
+    for name, y in rows.items():
+        b = box(ax, 2.45, y, 1.5, 0.48, f"Linear $W^{name}$", "white", fontsize=SMALL + 1)
+        arrow(ax, (spine, y), b["left"])
+        arrow(ax, b["right"], (x0, y))
+        # One projection is one row, Q = [Q_1 | Q_2 | Q_3 | Q_4]: a line joins its slices across the columns.
+        ax.plot([x0, col_left[-1] + col_w], [y, y], color=INK, lw=1.2, zorder=1)
+        ax.text(col_left[-1] + col_w + 0.3, y, f"$XW^{name}$  (T × d_model)", ha="left", va="center", fontsize=SMALL)
+        for h, left in enumerate(col_left):  # the projection, cut into h slices of d_k columns
+            ax.add_patch(Rectangle((left, y - bar_h / 2), col_w, bar_h, fc=HEAD_COLORS[h], ec=INK, lw=1.0, zorder=2))
+            ax.text(left + col_w / 2, y, f"$XW^{name}_{h + 1}$", ha="center", va="center", fontsize=SMALL, zorder=3)
     ax.text(
-        6.2,
-        3.25,
-        "split d_model into h = 4 heads of d_k = d_model / h columns each",
+        mid,
+        0.62,
+        "split: each projection (T × d_model) is cut into h = 4 slices of d_k = d_model / h columns;\n"
+        "slice i of $XW^Q$ is $XW_i^Q$, head i's query in the paper's formula (notebook 02's loop shows why)",
         ha="center",
         va="center",
         fontsize=SMALL,
         color="#555555",
-        zorder=5,
-        bbox=dict(fc="white", ec="none", pad=2),
     )
 
-    head_xs = [1.55, 4.6, 7.65, 10.7]
-    head_y = 5.0
-    for h, hx in enumerate(head_xs):
-        for k, name in enumerate(names):
-            start = chunk_centres[name][h]
-            end = (hx - 0.5 + 0.5 * k, head_y - 0.45)
-            ax.add_patch(
-                FancyArrowPatch(
-                    start,
-                    end,
-                    arrowstyle="-|>",
-                    mutation_scale=10,
-                    lw=1.2,
-                    color=HEAD_COLORS[h] if h else "#e0a46c",
-                    shrinkA=0,
-                    shrinkB=0,
-                    zorder=1,
-                    alpha=0.95,
-                )
+    # Each head takes its own column of slices.
+    head_y, frame_pad = 3.95, 0.1
+    frame_top = rows["Q"] + bar_h / 2 + frame_pad
+    for h, (left, hx) in enumerate(zip(col_left, head_xs)):
+        ax.add_patch(
+            FancyBboxPatch(
+                (left - frame_pad, rows["V"] - bar_h / 2 - frame_pad),
+                col_w + 2 * frame_pad,
+                rows["Q"] - rows["V"] + bar_h + 2 * frame_pad,
+                boxstyle="round,pad=0,rounding_size=0.08",
+                fc="none",
+                ec="#888888",
+                lw=1.0,
+                ls="--",
+                zorder=1,
             )
+        )
+        arrow(ax, (hx, frame_top), (hx, head_y - 0.45))
         box(
             ax,
             hx,
             head_y,
-            2.4,
+            col_w + 0.15,
             0.9,
-            f"head {h + 1}\nAttention($Q_{h + 1}$, $K_{h + 1}$, $V_{h + 1}$)",
+            f"head {h + 1}\nAttention($XW^Q_{h + 1}$, $XW^K_{h + 1}$, $XW^V_{h + 1}$)",
             HEAD_COLORS[h],
             fontsize=SMALL - 1,
         )
     ax.text(
-        6.2,
-        head_y + 0.75,
-        "the heads attend in parallel, each in its own d_k-dimensional subspace",
-        ha="center",
+        0.15,
+        head_y,
+        "the heads attend in parallel,\neach in its own\nd_k-dimensional subspace",
+        ha="left",
         va="center",
         fontsize=SMALL,
         color="#555555",
-        zorder=5,
-        bbox=dict(fc="white", ec="none", pad=2),
     )
 
     # Concat.
-    concat_y = 6.6
-    x_left = 6.2 - n_heads * chunk_w / 2
+    chunk_w = 0.55
+    concat_y = 5.3
+    x_left = mid - n_heads * chunk_w / 2
     for h, hx in enumerate(head_xs):
         cx = x_left + (h + 0.5) * chunk_w
         path_arrow(
-            ax, [(hx, head_y + 0.45), (hx, head_y + 1.1), (cx, concat_y - 0.35), (cx, concat_y)], color=INK, lw=1.2
+            ax, [(hx, head_y + 0.45), (hx, head_y + 0.8), (cx, concat_y - 0.3), (cx, concat_y)], color=INK, lw=1.2
         )
         ax.add_patch(
             Rectangle((x_left + h * chunk_w, concat_y), chunk_w, bar_h, fc=HEAD_COLORS[h], ec=INK, lw=1.0, zorder=2)
@@ -646,14 +669,12 @@ def draw_multi_head(out_dir, png=False):
         va="center",
         fontsize=SMALL,
     )
-    arrow(ax, (6.2, concat_y + bar_h), (6.2, 7.75))
-    b = box(ax, 6.2, 8.05, 2.2, 0.6, "Linear $W^O$", "white")
-    ax.text(7.5, 8.05, "mixes the heads back together", ha="left", va="center", fontsize=SMALL, color="#555555")
-    arrow(ax, b["top"], (6.2, 8.95))
-    ax.add_patch(
-        Rectangle((6.2 - n_heads * chunk_w / 2, 8.95), n_heads * chunk_w, bar_h, fc=COLORS["self_attn"], ec=INK, lw=1.0)
-    )
-    ax.text(6.2, 9.75, "MultiHead(Q, K, V)  (T × d_model)", ha="center", va="center", fontsize=FONT)
+    arrow(ax, (mid, concat_y + bar_h), (mid, 6.2))
+    b = box(ax, mid, 6.5, 2.2, 0.6, "Linear $W^O$", "white")
+    ax.text(mid + 1.3, 6.5, "mixes the heads back together", ha="left", va="center", fontsize=SMALL, color="#555555")
+    arrow(ax, b["top"], (mid, 7.3))
+    ax.add_patch(Rectangle((x_left, 7.3), n_heads * chunk_w, bar_h, fc=COLORS["self_attn"], ec=INK, lw=1.0))
+    ax.text(mid, 8.1, "MultiHead(X, X, X)  (T × d_model): self-attention", ha="center", va="center", fontsize=FONT)
     return save(fig, out_dir, "multi_head", png)
 
 

@@ -30,7 +30,11 @@ import nbformat
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOK_RUNS = ("runs/quick", "runs/09_resume_demo")  # what the notebooks train (Makefile: NOTEBOOK_RUNS)
+NOTEBOOK_RUNS = (
+    "runs/quick",
+    "runs/quick_scheduled_sampling",
+    "runs/09_resume_demo",
+)  # what the notebooks train (Makefile: NOTEBOOK_RUNS)
 
 
 def run_notebook(path: Path, inplace: bool = False) -> tuple[float, int]:

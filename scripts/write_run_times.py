@@ -49,9 +49,7 @@ def phrase(name: str, seconds: float, alone_11: float | None) -> str:
 
 
 def intro_line(text: str) -> str:
-    return (
-        f"{LABEL} {text}, top to bottom in the quick mode, on a 2-core laptop CPU (`notebooks/README.md` has them all)."
-    )
+    return f"{LABEL} {text}, top to bottom in the quick mode, on a 2-core laptop CPU."
 
 
 def update_notebook(path: Path, text: str) -> None:

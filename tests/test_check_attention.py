@@ -201,7 +201,7 @@ BUGS = {
     "sdpa-sqrt-of-batch": ("scaled_dot_product_attention", sdpa_sqrt_of_batch, "LAST axis"),
     "sdpa-softmax-dim": ("scaled_dot_product_attention", sdpa_softmax_dim, "wrong axis"),
     "sdpa-inverted-mask": ("scaled_dot_product_attention", sdpa_inverted_mask, "mask is inverted"),
-    "sdpa-fill-discarded": ("scaled_dot_product_attention", sdpa_fill_discarded, "pool pool pool"),
+    "sdpa-fill-discarded": ("scaled_dot_product_attention", sdpa_fill_discarded, "returns a NEW tensor"),
     "sdpa-value-first": ("scaled_dot_product_attention", sdpa_value_first, "value @ weights"),
     "sdpa-weights-transposed": ("scaled_dot_product_attention", sdpa_weights_transposed, "transposed weights"),
     "sdpa-key-not-transposed": ("scaled_dot_product_attention", sdpa_key_not_transposed, "transpose the key"),

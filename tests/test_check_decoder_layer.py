@@ -53,10 +53,28 @@ class DecoderLayer(nn.Module):
             x = x + self.self_attn(y, y, y, self_mask)
             x = x + self.cross_attn(self.norm2(x), memory, memory, src_mask)
             return x + self.feed_forward(self.norm3(x))
+        if bug == "no_sublayer_dropout":  # the most common slip: MultiHeadAttention and the FFN drop inside anyway
+            x = self.norm1(x + self.self_attn(x, x, x, self_mask))
+            x = self.norm2(x + self.cross_attn(x, memory, memory, src_mask))
+            return self.norm3(x + self.feed_forward(x))
+        if bug in ("dropout_after_norm", "dropout_on_sum"):
+            for norm, sublayer in (
+                (self.norm1, lambda y: self.self_attn(y, y, y, self_mask)),
+                (self.norm2, lambda y: self.cross_attn(y, memory, memory, src_mask)),
+                (self.norm3, self.feed_forward),
+            ):
+                if bug == "dropout_after_norm":
+                    x = self.dropout(norm(x + sublayer(x)))
+                else:
+                    x = norm(self.dropout(x + sublayer(x)))
+            return x
         x = self.norm1(x + self.dropout(self.self_attn(x, x, x, self_mask)))
         kv = x if bug == "cross_on_x" else memory
         cross = self.cross_attn(x, kv, kv, None if bug == "no_src_mask" else src_mask)
-        x = self.norm2(cross if bug == "no_residual_cross" else x + self.dropout(cross))
+        if bug == "no_cross_dropout":
+            x = self.norm2(x + cross)
+        else:
+            x = self.norm2(cross if bug == "no_residual_cross" else x + self.dropout(cross))
         norm3 = self.norm1 if bug == "norms_mixed" else self.norm3
         out = norm3(x + self.dropout(self.feed_forward(x)))
         return out.mean(1) if bug == "shape" else out
@@ -144,6 +162,26 @@ BUGS = {
         "residual around the cross-attention",
     ),
     "dec-norms-mixed": ("decoder_layer", layer_with_bug(DecoderLayer, "norms_mixed"), "LayerNorms are mixed up"),
+    "dec-no-sublayer-dropout": (
+        "decoder_layer",
+        layer_with_bug(DecoderLayer, "no_sublayer_dropout"),
+        "no dropout on the sublayers' outputs",
+    ),
+    "dec-dropout-after-norm": (
+        "decoder_layer",
+        layer_with_bug(DecoderLayer, "dropout_after_norm"),
+        "not after the LayerNorm",
+    ),
+    "dec-dropout-on-sum": (
+        "decoder_layer",
+        layer_with_bug(DecoderLayer, "dropout_on_sum"),
+        "dropout goes on the sublayer's output, not on x + sublayer(x)",
+    ),
+    "dec-no-cross-dropout": (
+        "decoder_layer",
+        layer_with_bug(DecoderLayer, "no_cross_dropout"),
+        "dropout is missing after the cross-attention",
+    ),
 }
 
 

@@ -7,7 +7,7 @@ tests, each after a case that real tutorial code showed (issue 18): the checks m
 name what is wrong, both things where there are two.
 
 Also here: what ``check_scaled_dot_product_attention`` does with a query whose keys
-are all blocked, and that notebook 01 says the same.
+are all blocked, and that the verdict points to notebook 03, which shows the three answers.
 """
 
 from __future__ import annotations
@@ -178,7 +178,7 @@ def test_a_sub_module_built_without_the_dropout_argument_is_named_with_its_rate(
     assert "`self_attn.dropout` with p=0.1" in message
 
 
-# --- a query whose keys are all blocked (notebook 01) -----------------------------------------------
+# --- a query whose keys are all blocked (notebook 03) -----------------------------------------------
 
 
 def sdpa_nan_for_blocked(query, key, value, mask=None):
@@ -234,7 +234,7 @@ def test_nan_or_equal_weights_for_a_blocked_query_pass_and_the_verdict_says_so(a
     assert checks.check_scaled_dot_product_attention(answer) is None
     line = capsys.readouterr().out
     assert line.startswith("✔ scaled_dot_product_attention: correct") and says in line
-    assert "row of zeros" in line and "notebook 01" in line
+    assert "row of zeros" in line and "notebook 03" in line
 
 
 def test_nan_reaching_the_other_queries_is_rejected():

@@ -108,6 +108,8 @@ class BuggyPositions(nn.Module):
             rows = self.table.weight[0]
         if self.bug == "batch_index":
             rows = self.table(torch.arange(B))[:, None]  # (B, 1, D): the batch index as the position
+        if self.bug == "dropout_on_rows":
+            return x + self.dropout(rows)
         return self.dropout(x + rows)
 
 
@@ -165,6 +167,11 @@ BUGS = {
     "positions_no_error": ("learned_positions", positions_with("no_error"), "instead of an error"),
     "positions_obscure_error": ("learned_positions", positions_with("slice"), "should raise a clear ValueError"),
     "positions_refuse_max_len": ("learned_positions", positions_with("refuses_max_len"), "exactly max_len"),
+    "positions_dropout_on_rows": (
+        "learned_positions",
+        positions_with("dropout_on_rows"),
+        "goes on the sum x + rows (§5.4), not on the position rows alone",
+    ),
     "positions_dropout_unused": (
         "learned_positions",
         lambda max_len, d_model, dropout=0.0: LearnedPositions(max_len, d_model, 0.0),

@@ -56,6 +56,16 @@ class EncoderLayer(nn.Module):
             x = n1(self.dropout(attn(x, x, x, mask)))
         elif bug == "norm_sublayer":
             x = x + n1(attn(x, x, x, mask))
+        elif bug == "dropout_on_sum":
+            x = n1(self.dropout(x + attn(x, x, x, mask)))
+        elif bug == "dropout_after_norm":
+            x = self.dropout(n1(x + attn(x, x, x, mask)))
+        elif bug == "dropout_on_input":
+            y = self.dropout(x)
+            x = n1(x + attn(y, y, y, mask))
+        elif bug == "dropout_attention_only":
+            x = n1(x + self.dropout(attn(x, x, x, mask)))
+            return n2(x + ff(x))
         else:
             x = n1(x + self.dropout(attn(x, x, x, mask)))
         if bug == "shape":
@@ -159,6 +169,22 @@ BUGS = {
     "enc-norm-on-sublayer": ("encoder_layer", layer_with_bug(EncoderLayer, "norm_sublayer"), "norm the SUM"),
     "enc-norms-swapped": ("encoder_layer", layer_with_bug(EncoderLayer, "swap_norms"), "swapped"),
     "enc-shared-norm": ("encoder_layer", layer_with_bug(EncoderLayer, "shared_norm"), "same LayerNorm"),
+    "enc-dropout-on-sum": (
+        "encoder_layer",
+        layer_with_bug(EncoderLayer, "dropout_on_sum"),
+        "dropout goes on the sublayer's output, not on x + sublayer(x)",
+    ),
+    "enc-dropout-after-norm": (
+        "encoder_layer",
+        layer_with_bug(EncoderLayer, "dropout_after_norm"),
+        "not after the LayerNorm",
+    ),
+    "enc-dropout-on-input": ("encoder_layer", layer_with_bug(EncoderLayer, "dropout_on_input"), "not on its input"),
+    "enc-dropout-attention-only": (
+        "encoder_layer",
+        layer_with_bug(EncoderLayer, "dropout_attention_only"),
+        "missing after the feed-forward",
+    ),
 }
 
 

@@ -9,7 +9,7 @@ from torch import nn
 
 from check_helpers import failure, forward_stub, returns_float64
 from transformer_lessons import checks
-from transformer_lessons.layers import LayerNorm, PositionwiseFeedForward
+from transformer_lessons.layers import LayerNorm, PositionwiseFeedForward, layer_norm as layer_norm_formula
 
 # Collected here and run on this file's tables (check_tables.py, conftest.pytest_generate_tests):
 from check_tables import (
@@ -97,6 +97,13 @@ class FeedForwardTransposed(nn.Module):
 
     def forward(self, x):
         return x
+
+
+class LayerNormWrittenOut(LayerNorm):
+    """The package's LayerNorm computes with F.layer_norm, which the exercise refuses; this is its formula written out."""
+
+    def forward(self, x):
+        return layer_norm_formula(x, self.weight, self.bias, self.eps)
 
 
 class LayerNormFunctional(nn.Module):
@@ -198,6 +205,16 @@ class FeedForwardMatmul(nn.Module):
         return hidden @ self.w_2.weight.T + self.w_2.bias  # (B, L, D)
 
 
+class ffn_dropout_on_output(PositionwiseFeedForward):  # noqa: N801 - named like the other bugs in the table
+    def forward(self, x):
+        return self.dropout(self.w_2(torch.relu(self.w_1(x))))  # the bug: dropout after w_2
+
+
+class ffn_dropout_on_input(PositionwiseFeedForward):  # noqa: N801
+    def forward(self, x):
+        return self.w_2(torch.relu(self.w_1(self.dropout(x))))  # the bug: dropout on the input
+
+
 class ffn_relu_on_input(FeedForwardClamp):  # noqa: N801 - named like the other bugs in the table
     def forward(self, x):
         return self.w_2(self.dropout(self.w_1(torch.clamp(x, min=0))))  # the bug: clamps the input
@@ -206,7 +223,7 @@ class ffn_relu_on_input(FeedForwardClamp):  # noqa: N801 - named like the other 
 # --- the tables ---------------------------------------------------------------------------
 
 REFERENCES = {
-    "layer_norm": (checks.check_layer_norm, LayerNorm),
+    "layer_norm": (checks.check_layer_norm, LayerNormWrittenOut),
     "feed_forward": (checks.check_feed_forward, PositionwiseFeedForward),
 }
 
@@ -223,6 +240,9 @@ BUGS = {
     "ln-ignores-eps": ("layer_norm", layer_norm("ignores_eps"), "eps argument is ignored"),
     "ln-in-place": ("layer_norm", layer_norm("in_place"), "in place"),
     "ln-not-parameter": ("layer_norm", LayerNormPlainTensors, "nn.Parameter"),
+    "ln-built-in-nn": ("layer_norm", nn.LayerNorm, "PyTorch's own layer norm"),
+    "ln-built-in-functional": ("layer_norm", LayerNormFunctional, "PyTorch's own layer norm"),
+    "ln-built-in-package": ("layer_norm", LayerNorm, "PyTorch's own layer norm"),
     # feed-forward
     "ffn-no-relu": ("feed_forward", feed_forward("no_relu"), "ReLU is missing"),
     "ffn-relu-twice": ("feed_forward", feed_forward("relu_twice"), "only between"),
@@ -242,15 +262,14 @@ WRONG_SHAPES = {
 
 # Answers of the wrong dtype (float64 from float32 inputs): the message must name the dtype.
 WRONG_DTYPES = {
-    "layer_norm": returns_float64(LayerNorm),
+    "layer_norm": returns_float64(LayerNormWrittenOut),
     "feed_forward": returns_float64(PositionwiseFeedForward),
 }
 
 
 # Correct answers written differently from the package: the checks must accept them too.
 ALTERNATIVES = {
-    "layer-norm-nn": ("layer_norm", nn.LayerNorm),
-    "layer-norm-functional": ("layer_norm", LayerNormFunctional),
+    "layer-norm-written-out": ("layer_norm", LayerNormWrittenOut),
 }
 
 
@@ -270,6 +289,8 @@ BUGS_WRITTEN_DIFFERENTLY = {
     "ln_divides_by_variance": ("layer_norm", ln_divides_by_variance, "not by the variance"),
     "ln_whole_tensor": ("layer_norm", ln_whole_tensor, "not over the whole tensor"),
     "ffn_relu_on_input": ("feed_forward", ffn_relu_on_input, "not on the input"),
+    "ffn_dropout_on_output": ("feed_forward", ffn_dropout_on_output, "not on the output of w_2"),
+    "ffn_dropout_on_input": ("feed_forward", ffn_dropout_on_input, "not on the input x"),
 }
 
 
@@ -277,7 +298,7 @@ BUGS_WRITTEN_DIFFERENTLY = {
 
 
 PACKAGE_REFERENCES = {
-    "layer_norm": LayerNorm,
+    "layer_norm": LayerNormWrittenOut,
     "feed_forward": PositionwiseFeedForward,
 }
 

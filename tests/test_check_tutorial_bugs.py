@@ -290,9 +290,22 @@ class EncoderLayerAttentionDropoutDefault(nn.Module):
         return self.norm2(x + self.dropout(self.feed_forward(x)))
 
 
-def forward_log_softmax(model, src, tgt_in, src_mask, tgt_mask):
-    """The Annotated Transformer's Generator ends with log_softmax: log-probabilities where logits are asked for."""
-    return F.log_softmax(model.decode(model.encode(src, src_mask), src_mask, tgt_in, tgt_mask), dim=-1)
+def sees_future_from_attention_weights(layer, d_model):
+    """The Annotated Transformer shows that the decoder cannot see the future by drawing subsequent_mask: the
+    mask, or the attention weights it leaves, not what the layer computes."""
+    layer.eval()
+    layer(torch.randn(1, 6, d_model), torch.randn(1, 6, d_model), None, causal_mask(6))
+    return bool(layer.self_attn.attn_weights.triu(1).abs().max() > 0)
+
+
+def greedy_loop_annotated_style(model, src, n_tokens, bos_id):
+    """The Annotated Transformer's greedy_decode loops range(max_len - 1) times, given n_tokens as max_len."""
+    memory = model.encode(src, None)
+    ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long)
+    for _ in range(n_tokens - 1):
+        out = model.decode(memory, None, ys, causal_mask(ys.size(1)))
+        ys = torch.cat([ys, out[:, -1].argmax(dim=-1, keepdim=True)], dim=1)
+    return ys
 
 
 # --- answers: data, training ---------------------------------------------------------------------
@@ -581,11 +594,19 @@ TUTORIAL_BUGS = {
         ["two things differ", "that is pre-norm", "is not nn.LayerNorm's function"],
         f"{ANNOTATED}, DecoderLayer with SublayerConnection (pre-norm) and its LayerNorm",
     ),
-    "forward-annotated-log-softmax": (
-        "transformer_forward",
-        forward_log_softmax,
-        ["return the logits"],
-        f"{ANNOTATED}, class Generator: return log_softmax(self.proj(x), dim=-1)",
+    "leak-annotated-mask-picture": (
+        "sees_future",
+        sees_future_from_attention_weights,
+        ["not its mask"],
+        f"{ANNOTATED}, section 'Decoder': example_mask() draws subsequent_mask(20) as the proof that no position "
+        "attends to a later one; ported to the leak test, it checks the attention weights, not the layer's output",
+    ),
+    "loop-annotated-one-short": (
+        "greedy_loop",
+        greedy_loop_annotated_style,
+        ["off by one", "one step short"],
+        f"{ANNOTATED}, greedy_decode (section 'Greedy Decoding'): for i in range(max_len - 1), one token short of "
+        "max_len new tokens",
     ),
     "batch-torchtext-empty-batch": (
         "batch_by_tokens",
@@ -693,7 +714,7 @@ def test_every_check_knows_a_tutorial_bug():
     exported = {name.removeprefix("check_") for name in checks.__all__ if name.startswith("check_")}
     covered = {name for name, *_ in TUTORIAL_BUGS.values()}
     assert exported - covered == set()
-    assert len(exported) == 27
+    assert len(exported) == 28
 
 
 def test_every_tutorial_bug_names_its_source():

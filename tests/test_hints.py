@@ -229,8 +229,8 @@ def test_the_rule_ignores_shape_tuples_and_punctuation():
     )
 
 
-def test_there_are_30_solution_blocks_each_with_a_goal():
-    assert len(BLOCKS) == 30
+def test_there_are_31_solution_blocks_each_with_a_goal():
+    assert len(BLOCKS) == 31
     assert all(goal and lines for _, goal, lines in BLOCKS)
 
 
@@ -332,6 +332,24 @@ def test_hint_names_the_exercises_when_it_does_not_know_one(capsys):
     assert second == "hint: hint() needs the exercise's name until a check has run, e.g. hint('noam_rate')"
 
 
+@pytest.mark.parametrize("typed", ["Noam_Rate", "noam_rate ", " 'noam_rate'", "check_noam_rate()", "noam-rate"])
+def test_a_name_typed_another_way_finds_its_exercise(typed, capsys):
+    transformer_lessons.exercises.reset_hints()
+    transformer_lessons.hint(typed)
+    assert capsys.readouterr().out.startswith("noam_rate, hint 1 of 3 (where to look)")
+
+
+@pytest.mark.parametrize(
+    "typed, meant", [("noam_rte", "noam_rate"), ("beam_stp", "beam_step"), ("layernorm", "layer_norm")]
+)
+def test_a_misspelled_name_gets_the_close_ones_not_the_whole_list(typed, meant, capsys):
+    transformer_lessons.hint(typed)
+    out = capsys.readouterr().out.strip()
+    assert out.startswith(f"hint: no exercise called {typed!r}; did you mean") and repr(meant) in out
+    assert "mask_inversion" not in out  # not the list of every exercise
+    assert "\n" not in out
+
+
 def test_a_stub_says_how_to_ask_for_a_hint(capsys):
     def noam_rate(step, d_model, warmup, factor=1.0):
         raise NotImplementedError("return the learning rate")
@@ -370,7 +388,7 @@ def notebook_exercises() -> tuple[list[tuple[str, str]], int]:
 
 def test_the_course_list_of_exercises_matches_the_notebooks_stubs_and_checks():
     found, stubs = notebook_exercises()
-    assert stubs == 30
+    assert stubs == 31
     assert [(e.notebook, e.name) for e in exercises.EXERCISES] == found
     exported = sorted(n.removeprefix("check_") for n in checks.__all__ if n.startswith("check_"))
     assert sorted(e.name for e in exercises.EXERCISES) == exported
@@ -398,4 +416,4 @@ def test_every_learner_solution_cell_folds_the_first_two_hints_of_its_exercise()
             assert build_learner.hints_markdown(name) in text
             assert hints[2] not in text[:solution]  # the third level, the exact fix, is hint()'s
             folded += 1
-    assert folded == 27  # one solution cell per exercise cell (multi-head attention's two blocks share one)
+    assert folded == 28  # one solution cell per exercise cell (multi-head attention's two blocks share one)

@@ -214,6 +214,9 @@ def test_banner_on_top_and_notebook_without_exercise_copied(course_root):
     assert "Learner version" in nb.cells[1].source and "../notebooks/00_intro.ipynb" in nb.cells[1].source
     assert "print('hello')" in _code_sources(nb)
     assert not any(c.source.startswith("<details>") for c in nb.cells)
+    # No exercise here: the banner does not talk of stubs and folded solutions that are not there.
+    assert "no exercise" in nb.cells[1].source and "NotImplementedError" not in nb.cells[1].source
+    assert "NotImplementedError" in _build(course_root, "01_function.ipynb").cells[1].source
 
 
 def test_build_twice_gives_identical_bytes(course_root):

@@ -275,3 +275,19 @@ def test_every_introduction_says_how_long_the_notebook_runs_as_the_table_does():
         assert said[1].replace(" of computing", "") == table[path.name[:2]], (
             f"{path.name} and notebooks/README.md disagree"
         )
+
+
+def test_the_saved_progress_table_is_what_a_new_learner_sees():
+    # `make execute` gives the checks a progress file of its own: the table saved in notebook 00 lists every
+    # exercise of the course, with notebook 00's warm-up passed (its check ran just above) and nothing else
+    # started, not the build machine's own record.
+    from transformer_lessons import exercises
+
+    nb = _load(NOTEBOOKS[0])
+    [cell] = [c for c in nb["cells"] if c["cell_type"] == "code" and "progress()" in _source(c)]
+    text = "".join("".join(o.get("text", o.get("data", {}).get("text/plain", ""))) for o in cell["outputs"])
+    rows = {line.split()[1]: line for line in text.splitlines()[1:-1]}
+    assert sorted(rows) == sorted(e.name for e in exercises.EXERCISES)
+    started = {name for name, row in rows.items() if "not started" not in row}
+    assert started == {e.name for e in exercises.EXERCISES if e.notebook == NOTEBOOKS[0].stem}, started
+    assert text.splitlines()[-1].endswith(f"{len(exercises.EXERCISES) - 1} not started")

@@ -102,6 +102,8 @@ def test_translate_notes_a_cut_sentence_as_notebook_11_reads_it(short_model, mon
             out = translation.translate(model, too_long, src_vocab=src_vocab, tgt_vocab=tgt_vocab)
     assert isinstance(out, str)
     assert len(notes) == 1 and "only their first 31 tokens" in notes[0]
+    # The cut is translate's rule (a rotary model has no positional table): the note names max_len, not a model limit.
+    assert "configured for max_len=32" in notes[0] and "the most this model accepts" not in notes[0]
     assert [str(w.message) for w in caught] == [FOREIGN]
     with pytest.warns(CourseWarning, match="only their first 31 tokens"):  # a script, collecting nothing, is warned
         translation.translate(model, too_long, src_vocab=src_vocab, tgt_vocab=tgt_vocab)

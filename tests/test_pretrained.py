@@ -208,3 +208,13 @@ def test_the_download_address_comes_from_pyproject(monkeypatch):
     monkeypatch.setattr(pretrained, "CHECKOUT", ROOT / "nowhere")
     with pytest.raises(PretrainedError, match=r"\[project.urls\] Repository"):
         pretrained.raw_url(pretrained.COURSE_MODEL_PATH)
+
+
+def test_describe_gives_the_16_bit_files_own_score_when_it_differs(tmp_path, fake_model):
+    path = put(tmp_path / "run", fake_model)  # metrics.json: test BLEU 12.35 (the float32 model's)
+    scores = {"checkpoint": "results/run/model_fp16.pt", "scores": {"test_2016_flickr": {"bleu": 12.31}}}
+    (path.parent / "other_tests.json").write_text(json.dumps(scores))
+    assert "test BLEU 12.35 in float32; this file: 12.31" in pretrained.describe(path)
+    scores["scores"]["test_2016_flickr"]["bleu"] = 12.349  # the same to two decimals: one number
+    (path.parent / "other_tests.json").write_text(json.dumps(scores))
+    assert "test BLEU 12.35)" in pretrained.describe(path)

@@ -414,6 +414,17 @@ def test_log_lines_are_whole_lines_without_progress_bars(tmp_path, corpus, capsy
         evaluate_test=False,
     )
     assert capsys.readouterr().out.startswith(f"resuming {tmp_path / 'log' / 'last.pt'}: epoch 3")
+    train(
+        config.replace(epochs=3),
+        corpus,
+        out_dir=tmp_path / "log",
+        device="cpu",
+        progress=False,
+        log=True,
+        evaluate_test=False,
+    )
+    said = capsys.readouterr().out
+    assert said.startswith(f"{tmp_path / 'log' / 'last.pt'}: already finished (3 epochs"), said  # not "resuming"
 
 
 class StepClock:

@@ -480,6 +480,38 @@ def test_plot_history_skips_missing_values_and_needs_something_to_plot():
         viz.plot_history([{"epoch": 1, "seconds": 3.0}])
 
 
+def test_plot_history_picks_markers_per_curve():
+    # 38 epochs, BLEU every fourth: the dense loss is a plain line, the 9 BLEU points keep their dots
+    history = [
+        {"epoch": e, "val_loss": 3.0 - e / 100, "val_bleu": 30.0 + e / 4 if e % 4 == 0 else None} for e in range(1, 39)
+    ]
+    loss_ax, bleu_ax = viz.plot_history(history).axes
+    assert loss_ax.lines[0].get_marker() in ("None", None, "")
+    assert bleu_ax.lines[0].get_marker() == "o" and len(bleu_ax.lines[0].get_xdata()) == 9
+
+
+def test_plot_history_titles_labels_and_marks():
+    # Notebook 11 names what its curves are and points at the epochs its text talks about.
+    history = [{"epoch": e, "train_loss": 5.0 - e, "val_loss": 4.0 - e / 2, "val_bleu": 10.0 * e} for e in range(1, 6)]
+    fig = viz.plot_history(
+        history,
+        titles={"BLEU": "greedy, first 500 sentences"},
+        ylabels={"loss": "label-smoothed loss"},
+        marks={"lowest val loss": 2, "averaged": (4, 5)},
+    )
+    loss_ax, bleu_ax = fig.axes[:2]
+    assert loss_ax.get_ylabel() == "label-smoothed loss" and loss_ax.get_title() == "loss"
+    assert bleu_ax.get_title() == "greedy, first 500 sentences" and bleu_ax.get_ylabel() == "BLEU"
+    for ax in fig.axes[:2]:  # the line at epoch 2 and the span 4-5 on every panel
+        assert any(list(line.get_xdata()) == [2, 2] for line in ax.get_lines())
+        assert len(ax.patches) == 1
+    assert [t.get_text() for t in loss_ax.get_legend().get_texts()][-2:] == ["lowest val loss", "averaged"]
+    plain = viz.plot_history(history)  # without the options: as before
+    assert plain.axes[0].get_ylabel() == "loss" and not plain.axes[1].patches
+    with pytest.raises(ValueError, match="panel name"):
+        viz.plot_history(history, titles={"bleu": "lowercase is not a panel"})
+
+
 def test_plot_learning_rate_compares_schedules_and_needs_steps_for_a_function():
     def noam(warmup):
         return lambda step: min(step**-0.5, step * warmup**-1.5)
@@ -491,11 +523,33 @@ def test_plot_learning_rate_compares_schedules_and_needs_steps_for_a_function():
         viz.plot_learning_rate(noam(5))
 
 
-def test_plot_label_smoothing_rows_get_one_panel_each():
-    dist = torch.tensor([[0.1, 0.8, 0.1], [0.8, 0.1, 0.1]])
-    fig = viz.plot_label_smoothing(dist, labels=["a", "b", "c"])
-    assert len(fig.axes) == 2
-    np.testing.assert_allclose([p.get_height() for p in fig.axes[1].patches], dist[1].numpy(), rtol=1e-6)
+def test_plot_label_smoothing_draws_rows_as_one_annotated_heatmap():
+    dist = torch.tensor([[0.9, 0.1 / 6, 0.0], [0.0, 0.0, 0.0]])
+    fig = viz.plot_label_smoothing(dist, labels=["a", "b", "c"], row_labels=["target a", "target <pad>"])
+    ax = fig.axes[0]  # the heatmap (the colour bar is the second Axes)
+    shown = np.asarray(ax.collections[0].get_array()).reshape(2, 3)
+    np.testing.assert_allclose(shown, dist.numpy(), rtol=1e-6)
+    # each cell says its value as the text does: 0.9, 0.017 (not a rounded 0.02), 0
+    assert [t.get_text() for t in ax.texts] == ["0.9", "0.017", "0", "0", "0", "0"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["target a", "target <pad>"]
+
+
+def test_plot_history_leaves_out_a_panel_of_one_point_and_draws_the_panels_asked():
+    history = [  # two epochs, BLEU measured once (eval_every=2): one dot is not a chart
+        {"epoch": 1, "train_loss": 6.4, "val_loss": 5.3, "val_bleu": None, "lr": 9e-4},
+        {"epoch": 2, "train_loss": 5.1, "val_loss": 4.7, "val_bleu": 0.9, "lr": 1.8e-3},
+    ]
+    assert [ax.get_title() for ax in viz.plot_history(history).axes] == ["loss", "learning rate"]
+    only = viz.plot_history(history, panels=["loss"])
+    assert [ax.get_title() for ax in only.axes] == ["loss"]
+    assert [list(line.get_ydata()) for line in only.axes[0].get_lines()] == [[6.4, 5.1], [5.3, 4.7]]
+    # a record may carry a value only some curves have: epoch 0, the untrained model's validation loss
+    with_start = viz.plot_history([{"epoch": 0, "train_loss": None, "val_loss": 7.3}, *history], panels=["loss"])
+    assert [list(line.get_xdata()) for line in with_start.axes[0].get_lines()] == [[1, 2], [0, 1, 2]]
+    # with nothing longer than one point (a one-epoch run) the panels still draw their dots
+    assert len(viz.plot_history(history[1:]).axes) == 3
+    with pytest.raises(ValueError, match="unknown panels"):
+        viz.plot_history(history, panels=["bleu"])
 
 
 def test_attention_explorer_rejects_tokens_that_do_not_fit(model_attention):
@@ -578,3 +632,15 @@ def test_translator_colours_each_word_and_warns_on_an_unusual_sentence(random_tr
     monkeypatch.setattr(translator_module, "UNUSUAL_BELOW", math.inf)  # everything is
     t.controls["text"].value = "Zwei Hunde spielen."
     assert translator_module.UNUSUAL_WARNING in t.result.value
+
+
+def test_the_explorer_title_names_only_what_can_change():
+    # One unnamed tensor of one layer: "attention, layer 0" would name a choice the learner does not have.
+    import torch
+
+    from transformer_lessons.viz import attention_explorer
+
+    one = attention_explorer(torch.rand(3, 6, 6).softmax(-1), list("abcdef"), title="T", head=1)
+    assert one.describe() == "T: head 1"
+    two_layers = attention_explorer([torch.rand(3, 6, 6).softmax(-1)] * 2, list("abcdef"), title="T", head=1)
+    assert "layer 0" in two_layers.describe()

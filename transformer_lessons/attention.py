@@ -95,8 +95,9 @@ def scaled_dot_product_attention(
         _check_mask(mask)
         # -inf makes exp() exactly 0: masked keys get no weight at all.
         scores = scores.masked_fill(~mask, float("-inf"))
-    # Over the keys: each query's weights sum to 1. In float32 even under bf16 autocast (a no-op in float32),
-    # whose 8-bit mantissa would round small weights away; the weights come back in the scores' dtype.
+    # Over the keys: each query's weights sum to 1. In float32 even under bf16 autocast (a no-op in float32):
+    # bf16 stores 7 mantissa bits (8 with the implicit leading 1), so a sum near 1 drops any term below about
+    # 0.004. The weights come back in the scores' dtype.
     weights = scores.float().softmax(dim=-1).to(scores.dtype)
     if mask is not None:
         # A row whose keys are all masked is NaN after softmax (0/0); make it 0 instead.

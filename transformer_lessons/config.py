@@ -357,9 +357,10 @@ TRAIN_PRESETS: dict[str, TrainConfig] = {
     #   and dropout 0.2 sits in that range, and its fp16 export is < 20 MB.
     # - Subwords: 4000 BPE merges per language (~4k pieces each, <unk> on 0.04% of
     #   validation tokens instead of 4.6% / 2.1% for words). Measured on CPU with the
-    #   quick model on all 29k pairs for 5 epochs: test sacreBLEU 27.5 with words,
-    #   29.3 with 2000 merges, 31.1 with 4000, 27.6 with 8000 (scripts/compare_bpe.py,
-    #   recorded in results/bpe_comparison/; notebook 08 has the table).
+    #   quick model on all 29k pairs for 5 epochs, one run each: test sacreBLEU 27.5
+    #   with words, 29.3 with 2000 merges, 31.0 with 4000, 27.6 with 8000; validation
+    #   BLEU picks 4000 too (scripts/compare_bpe.py, results/bpe_comparison/). Much
+    #   of the gain over words is how 13a scores <unk>; notebook 08 reads the table.
     # - Tying the target embedding and the output projection (paper §3.4) removes
     #   a million parameters that would otherwise each see few updates.
     # - 4096 tokens per batch is ~250 sentences, ~120 updates per epoch; 80 epochs

@@ -1,10 +1,14 @@
-"""The copy task: the smallest problem that needs every part of the Transformer.
+"""The copy task: a first problem for the whole Transformer, small enough to train in seconds on a CPU.
 
 The model reads a random sequence of symbols and must write it back. Solving it
-needs the encoder (to read), cross-attention (to look up the symbol at the
-position being written), causal self-attention and positions (to know which
-position that is). A trained model's cross-attention follows the diagonal:
-a band that sharpens with training (notebook 07 measures it).
+needs positions and cross-attention: the decoder's position ``t`` carries the
+positional encoding ``PE_t``, the source's position ``t`` carries it too, and
+cross-attention that matches them reads the symbol to write. Self-attention is
+not needed: with every self-attention sublayer replaced by zeros the tiny model
+still copies (notebook 07, section 7, trains it). So the task shows what
+cross-attention does, not what self-attention is for. A trained model's
+cross-attention follows the diagonal, as a band rather than a sharp line
+(notebook 07 measures it once, after training).
 """
 
 from __future__ import annotations
@@ -67,6 +71,7 @@ def train_copy_model(
     warmup: int = 50,
     seed: int = 0,
     progress: bool = True,
+    unrelated_source: bool = False,
 ) -> list[float]:
     """Train ``model`` on freshly sampled copy batches; returns the loss of every step.
 
@@ -75,6 +80,15 @@ def train_copy_model(
     :func:`~transformer_lessons.schedule.noam_scheduler`) scaled so that it peaks
     at ``lr`` after ``warmup`` steps: a rate that suits a tiny model. The loss is
     plain cross-entropy (no label smoothing: there is nothing to be unsure about).
+    No gradient clipping. Near zero loss the loss can jump for a few steps and come back
+    down (notebook 07 shows it); a likely cause is that Adam divides each step by the root
+    of the recent squared gradients, so its steps do not shrink when the gradients do.
+    Clipping would not stop it (a run with the gradient norm clipped at 1.0 still jumped).
+
+    With ``unrelated_source=True`` every batch's source is replaced by fresh random
+    symbols, unrelated to the target: there is nothing to copy, and the only way to
+    predict the target is to read it from the decoder's own input (notebook 07, a model
+    without the causal mask).
     """
     from tqdm.auto import tqdm
 
@@ -89,6 +103,8 @@ def train_copy_model(
     bar = tqdm(range(steps), desc="copy task", disable=not progress)
     for _ in bar:
         batch = copy_training_batch(batch_size, length, vocab_size, generator)
+        if unrelated_source:  # noise in place of the source: (B, L), independent of the target
+            batch.src = torch.randint(FIRST_SYMBOL, vocab_size, batch.src.shape, generator=generator)
         losses.append(train_step(model, batch, criterion, optimizer, scheduler).item())
         bar.set_postfix(loss=f"{losses[-1]:.3f}")
     model.eval()

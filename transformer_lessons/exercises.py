@@ -24,6 +24,7 @@ This module imports nothing heavy: no torch.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -53,9 +54,11 @@ EXERCISES: tuple[Exercise, ...] = (
         (
             "Paper §3.2.1, Eq. 1, and this notebook's sections 'Queries, keys and values' and 'Why divide by √d_k?': scores between each query and each key, "
             "scaled, blocked keys removed, a softmax, a weighted sum of the values.",
-            "Multiply the queries by the transposed keys, divide by the square root of the key size (the last axis), "
-            "set the scores of blocked keys (mask False) to minus infinity, softmax over the keys (the last axis), "
-            "then weight the values; return the output and the weights.",
+            "Multiply the queries by the transposed keys: swap the keys' last two axes, counted from the end, so that any "
+            "batch axes before them stay where they are. Divide by the square root of the key size (the last axis). "
+            "Set the scores of blocked keys (mask False) to minus infinity: masked_fill returns a new tensor and leaves "
+            "the one you call it on unchanged, so keep its result. Softmax over the keys (the last axis), then weight "
+            "the values; return the output and the weights.",
             "scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1)); "
             "scores = scores.masked_fill(~mask, float('-inf')) if mask is not None; "
             "weights = scores.softmax(dim=-1) (then weights.masked_fill(~mask, 0.0): a fully blocked row gets zeros, "
@@ -69,8 +72,10 @@ EXERCISES: tuple[Exercise, ...] = (
             "Paper §3.2.2 and this notebook's section 'Shapes, step by step': H heads of size d_head = d_model / H, each attending "
             "on its own slice of the projections, then concatenated and projected once more.",
             "In __init__: four d_model-to-d_model linear layers and a dropout. In forward: project query, key and value, "
-            "split the last axis into (heads, d_head) and move the heads axis before the positions, attend (mask and all), "
-            "move the heads back next to d_head, merge them into d_model, and apply w_o.",
+            "split the last axis (the features) into (heads, d_head) and move the heads axis before the positions, attend "
+            "(mask and all), move the heads back next to d_head, merge them into d_model, and apply w_o. Split the "
+            "features, not the flat memory: reshaping straight to (B, H, T, d_head) gives the right shape and wrong "
+            "numbers. After a transpose the tensor is not contiguous, so merge with reshape.",
             "self.d_head = d_model // n_heads; self.w_q = nn.Linear(d_model, d_model) (likewise w_k, w_v, w_o); "
             "in forward: q = self.w_q(query).view(B, T, H, Dh).transpose(1, 2) (likewise k, v with S); "
             "out, _ = attention.scaled_dot_product_attention(q, k, v, mask, self.dropout) (the package's, which applies "
@@ -82,8 +87,10 @@ EXERCISES: tuple[Exercise, ...] = (
         "causal_mask",
         "03_masks",
         (
-            "Paper §3.2.3 and notebook 00's 'Convention 1': query t may look at keys 0 .. t only, and True means 'may attend'.",
-            "A square bool matrix with True on the diagonal and below it (a lower triangle), False above.",
+            "Paper §3.2.3, this notebook's section 'The future: what the decoder may see' and notebook 00's "
+            "'Convention 1': query t may look at keys 0 .. t only, and True means 'may attend'.",
+            "A square bool matrix with True on the diagonal and below it (a lower triangle), False above. "
+            "PyTorch has a function that keeps the lower triangle of a matrix: torch.tril.",
             "return torch.ones(size, size, dtype=torch.bool).tril()",
         ),
     ),
@@ -93,8 +100,9 @@ EXERCISES: tuple[Exercise, ...] = (
         (
             "The section 'A padded batch' above: padding keys must get no weight, and the mask must broadcast over the "
             "scores (B, H, T, S), whose last axis is the keys (the section 'Broadcasting to (B, H, T, S)' shows it).",
-            "Compare each token with pad_id (True for a real token), then insert two size-1 axes for the heads and the "
-            "queries, so that (B, S) becomes (B, 1, 1, S).",
+            "Compare each token with pad_id (True for a real token): a comparison on a tensor gives a bool tensor. Then "
+            "insert two size-1 axes for the heads and the queries, so that (B, S) becomes (B, 1, 1, S); indexing with "
+            "None inserts an axis.",
             "return (tokens != pad_id)[:, None, None, :]",
         ),
     ),
@@ -103,8 +111,8 @@ EXERCISES: tuple[Exercise, ...] = (
         "04_embeddings_and_positional_encoding",
         (
             "Paper §3.4 ('In the embedding layers, we multiply those weights by √d_model') and section 1 of this notebook.",
-            "Look the tokens up in the table (call it), then multiply the vectors by the square root of d_model, "
-            "which the table holds as its embedding_dim.",
+            "Look the tokens up in the table (call it), then multiply the looked-up vectors, not the table's weights, "
+            "by the square root of d_model, which the table holds as its embedding_dim.",
             "return table(tokens) * math.sqrt(table.embedding_dim)",
         ),
     ),
@@ -113,8 +121,9 @@ EXERCISES: tuple[Exercise, ...] = (
         "04_embeddings_and_positional_encoding",
         (
             "Paper §3.5 and section 2 of this notebook: PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(the same angle).",
-            "Build a column of positions 0 .. max_len-1 and a row of the even column indices 2i; divide the positions by "
-            "10000 to the power 2i/d_model; put the sines in the even columns and the cosines in the odd ones.",
+            "Build a column of positions 0 .. max_len-1, shape (max_len, 1), and a row of the even column indices 2i, "
+            "shape (d_model/2,), both float32; dividing the column by 10000 to the power 2i/d_model broadcasts to all "
+            "the angles, (max_len, d_model/2); put their sines in the even columns and their cosines in the odd ones.",
             "pos = torch.arange(max_len)[:, None]; two_i = torch.arange(0, d_model, 2); "
             "angle = pos / 10000 ** (two_i / d_model); pe = torch.zeros(max_len, d_model); "
             "pe[:, 0::2] = torch.sin(angle); pe[:, 1::2] = torch.cos(angle); return pe",
@@ -126,7 +135,8 @@ EXERCISES: tuple[Exercise, ...] = (
         (
             "Paper §3.5, Table 3 row (E), and section 5 'Learned positional embeddings': instead of sinusoids, a trained table with one row per position.",
             "In __init__: keep max_len, an embedding table of max_len rows of d_model, and a dropout. In forward: refuse "
-            "sequences longer than max_len, look up the rows of positions 0 .. L-1 and add them to every batch row.",
+            "sequences longer than max_len, look up the rows of positions 0 .. L-1 (made on x's device) and add them, "
+            "(L, d_model), to x, where they broadcast over the batch; then the dropout.",
             "self.table = nn.Embedding(max_len, d_model); self.dropout = nn.Dropout(dropout); in forward: "
             "if x.size(1) > self.max_len: raise ValueError(...); "
             "return self.dropout(x + self.table(torch.arange(x.size(1))))",
@@ -139,7 +149,9 @@ EXERCISES: tuple[Exercise, ...] = (
             "Section 1 'Layer normalisation' of this notebook (Ba et al. 2016; paper §3.1 uses it after every sublayer); "
             "nn.LayerNorm is the reference.",
             "Take the mean and the biased variance of each vector over its last axis (keep that axis), subtract the mean, "
-            "divide by the square root of the variance plus eps, then multiply by weight and add bias.",
+            "divide by the square root of the variance plus eps, then multiply by weight and add bias. Two slips are "
+            "common: torch's var and std divide by D - 1 unless told otherwise, and eps added to the standard "
+            "deviation instead of the variance gives another function.",
             "mean = x.mean(dim=-1, keepdim=True); var = x.var(dim=-1, keepdim=True, unbiased=False); "
             "return self.weight * (x - mean) / torch.sqrt(var + self.eps) + self.bias",
         ),
@@ -172,12 +184,28 @@ EXERCISES: tuple[Exercise, ...] = (
         "06_decoder",
         (
             "Paper §3.1 and sections 1 to 3 of this notebook: the decoder layer has a third sublayer, attention over the encoder's output; each sublayer is "
-            "wrapped as LayerNorm(x + Sublayer(x)).",
-            "Masked self-attention over x with tgt_mask; then cross-attention whose queries come from x and whose keys and "
-            "values are memory, with src_mask; then the feed-forward. Each: dropout, add to x, its own norm.",
+            "wrapped as LayerNorm(x + Sublayer(x)), with dropout applied 'to the output of each sub-layer, before it is "
+            "added to the sub-layer input and normalized' (§5.4).",
+            "Masked self-attention over x with tgt_mask; then cross-attention whose queries come from x as the first "
+            "sublayer left it, and whose keys and values are memory, with src_mask; then the feed-forward. Each: "
+            "dropout on its output, add to x, its own norm.",
             "x = self.norm1(x + self.dropout(self.self_attn(x, x, x, tgt_mask))); "
             "x = self.norm2(x + self.dropout(self.cross_attn(x, memory, memory, src_mask))); "
             "return self.norm3(x + self.dropout(self.feed_forward(x)))",
+        ),
+    ),
+    Exercise(
+        "sees_future",
+        "06_decoder",
+        (
+            "Section 1 'Proof by experiment': change one input position and see which outputs move. Paper §3.1: "
+            "predictions for position i may depend only on the known outputs at positions less than i.",
+            "Put the layer in eval mode. Make random inputs (1, T, d_model) and a random memory; run the layer with "
+            "the causal mask. Then for every position t: change the input at t only, run again, and compare the "
+            "outputs at positions 0 .. t-1 with the first run. Any difference is a leak: return True; none: False.",
+            "layer.eval(); mask = causal_mask(T); base = layer(inputs, memory, None, mask); for t in range(1, T): "
+            "moved = inputs.clone(); moved[:, t] += 1.0; if not torch.allclose(layer(moved, memory, None, mask)[:, :t], "
+            "base[:, :t], atol=1e-6): return True; return False",
         ),
     ),
     Exercise(
@@ -192,14 +220,17 @@ EXERCISES: tuple[Exercise, ...] = (
         ),
     ),
     Exercise(
-        "transformer_forward",
+        "greedy_loop",
         "07_full_model_copy_task",
         (
-            "Paper Figure 1: the encoder reads the source once; the decoder reads the target so far and the encoder's "
-            "output (section 1 'The whole model').",
-            "Encode the source with its mask into the memory; decode tgt_in against that memory, giving the source mask "
-            "to the cross-attention and the target mask to the self-attention; return the logits.",
-            "memory = model.encode(src, src_mask); return model.decode(memory, src_mask, tgt_in, tgt_mask)",
+            "Section 5 'Greedy decoding': at inference there is no target to read, so the model reads what it has "
+            "written so far; greedy decoding is beam search with a beam of one (paper §6.1).",
+            "Encode the source once. Start a (B, 1) tensor of bos_id. n_tokens times: decode the whole sequence so far "
+            "with a causal mask (as in training), take the logits of its last position, pick the most likely token of "
+            "each row and append it as a new column. Return the sequence, <bos> included.",
+            "memory = model.encode(src, None); ys = torch.full((src.size(0), 1), bos_id); for _ in range(n_tokens): "
+            "logits = model.decode(memory, None, ys, causal_mask(ys.size(1))); "
+            "ys = torch.cat([ys, logits[:, -1].argmax(dim=-1)[:, None]], dim=1); return ys",
         ),
     ),
     Exercise(
@@ -208,8 +239,9 @@ EXERCISES: tuple[Exercise, ...] = (
         (
             "The introduction to 'Exercise: build a vocabulary' above: rare tokens become <unk>, the specials come first, the order is "
             "deterministic.",
-            "Count every token of every sentence; keep those counted at least min_freq times; sort them by count, "
-            "highest first, breaking ties alphabetically; put the four specials in front.",
+            "Count every token of every sentence (collections.Counter counts); keep those counted at least min_freq "
+            "times; sort them by count, highest first, breaking ties alphabetically (sorted with a key that returns a "
+            "tuple does both at once); put the four specials in front.",
             "counts = collections.Counter(t for tokens in token_lists for t in tokens); "
             "kept = sorted((t for t, n in counts.items() if n >= min_freq), key=lambda t: (-counts[t], t)); "
             "return ['<unk>', '<pad>', '<bos>', '<eos>', *kept]",
@@ -221,10 +253,14 @@ EXERCISES: tuple[Exercise, ...] = (
         (
             "Paper §5.1 ('batched together by approximate sequence length') and the section 'Batching by tokens': "
             "a batch costs rows times its longest row, padding included.",
-            "Go through the indices sorted by length, shortest first; put each into the current batch if the batch's "
-            "padded size with it stays within max_tokens, else start a new batch with it; keep the last batch too.",
-            "for i in sorted(range(len(lengths)), key=lambda i: lengths[i]): longest = max(longest, lengths[i]) and cut "
-            "when (len(batch) + 1) * longest > max_tokens",
+            "Sort the indices, not the lengths, by the length they point to, shortest first. Walk through them with a "
+            "current batch and its longest length. Before adding an index, work out the padded size the batch would "
+            "have with it: one more row, and a longest length that may grow. If that is over max_tokens and the batch "
+            "is not empty, close the batch and start a new one with this index. After the loop, keep the last batch too.",
+            "order = sorted(range(len(lengths)), key=lambda i: lengths[i]); batches, batch, longest = [], [], 0; "
+            "for i in order: if batch and (len(batch) + 1) * max(longest, lengths[i]) > max_tokens: "
+            "batches.append(batch); batch, longest = [], 0; then batch.append(i); longest = max(longest, lengths[i]); "
+            "after the loop: if batch: batches.append(batch); return batches",
         ),
     ),
     Exercise(
@@ -233,11 +269,12 @@ EXERCISES: tuple[Exercise, ...] = (
         (
             "Paper §5.4 (ε_ls = 0.1) and section 1 'Label smoothing': the target distribution q keeps "
             "1 - eps on the true class and spreads eps over the others, except <pad>.",
-            "Take the log-probabilities of the logits with a stable log-softmax; build q: 1 - eps on the true class, "
-            "0 on pad_id, eps shared equally by the V - 2 other classes; the loss at a position is minus the sum of q "
-            "times log p; average it over the positions whose target is not padding.",
+            "Take the log-probabilities of the logits with a stable log-softmax (not the log of a softmax: section 1 "
+            "showed why); build q: 1 - eps on the true class, 0 on pad_id, eps shared equally by the V - 2 other "
+            "classes; the loss at a position is minus the sum of q times log p; average it over the positions whose "
+            "target is not padding.",
             "V = logits.size(-1); q = torch.full_like(logits, eps / (V - 2)); q.scatter_(1, target[:, None], 1 - eps); "
-            "q[:, pad_id] = 0.0; loss = -(q * F.log_softmax(logits, dim=-1)).sum(-1); "
+            "q[:, pad_id] = 0.0; loss = -(q * logits.log_softmax(dim=-1)).sum(dim=-1); "
             "return loss[target != pad_id].mean()",
         ),
     ),
@@ -255,8 +292,8 @@ EXERCISES: tuple[Exercise, ...] = (
         "train_step",
         "09_training",
         (
-            "Teacher forcing (notebook 07, section 3): the decoder reads tgt_in and the loss scores tgt_out; then the "
-            "usual PyTorch step (section 4 of this notebook).",
+            "Teacher forcing (notebook 07, section 3; notebook 08, 'A batch'): the decoder reads tgt_in and the loss "
+            "scores tgt_out. Then PyTorch's usual update: gradients, the optimizer (section 4), the schedule (section 3).",
             "Put the model in training mode; compute the logits from the batch's source, tgt_in and masks and the loss "
             "against tgt_out; clear the gradients, backpropagate, step the optimizer, then the scheduler; return the "
             "loss as a float.",
@@ -283,10 +320,13 @@ EXERCISES: tuple[Exercise, ...] = (
         "beam_step",
         "10_decoding_and_bleu",
         (
-            "Section 3 'Beam search': a candidate's score is its prefix's score plus the new token's "
-            "log-probability, and the K survivors are chosen among ALL candidates at once.",
-            "Add each prefix's score to its row of log-probabilities (K rows of V); flatten the K·V candidates; keep the K "
-            "best; recover from each flat index the prefix (the row) and the token (the column).",
+            "Section 3 'Beam search' and its tree: a candidate's score is its prefix's score plus the new token's "
+            "log-probability, and the K survivors are the best of ALL K·V candidates at once, not the best of each "
+            "prefix: a strong prefix may keep several extensions and a weak one none. (So yes: at the tree's dotted line, two "
+            "boxes that are not dropped extend the same prefix.)",
+            "Add each prefix's score to its row of log-probabilities by broadcasting: a (K, V) table of candidate "
+            "scores. Flatten it and take one topk of K (it returns them best first, with their flat indices). A flat "
+            "index i of a (K, V) table is row i // V (the parent prefix) and column i % V (the token).",
             "cand = scores[:, None] + log_probs; top, idx = cand.view(-1).topk(K); V = log_probs.size(1); "
             "return top, idx // V, idx % V",
         ),
@@ -307,10 +347,11 @@ EXERCISES: tuple[Exercise, ...] = (
         "brevity_penalty",
         "10_decoding_and_bleu",
         (
-            "BLEU (Papineni et al. 2002, §2.2.2) and section 4 of this notebook: a hypothesis shorter than the reference "
-            "is penalised, a longer one is not.",
-            "No penalty (1) when the hypothesis is longer than the reference; 0 for an empty hypothesis; otherwise the "
-            "exponential of one minus the ratio reference length over hypothesis length.",
+            "BLEU (Papineni et al. 2002, §2.2.2) and the formula at the start of section 4: BP = 1 when c > r, else "
+            "exp(1 - r/c). An output longer than the references is not penalised here (its precisions already are). "
+            "Half as long: exp(1 - 2) = 0.37; twice as long: 1; empty: the limit as c goes to 0, which is 0.",
+            "Three cases. Longer than the references: 1.0. Empty (hyp_len = 0): r/c cannot be computed, so return the "
+            "limit of exp(1 - r/c) as c goes to 0, which is 0.0, before dividing. Otherwise the exponential.",
             "return 1.0 if hyp_len > ref_len else (0.0 if hyp_len == 0 else math.exp(1 - ref_len / hyp_len))",
         ),
     ),
@@ -368,11 +409,17 @@ _last: list[str] = []  # the exercise checked last, for hint() without an argume
 
 
 def exercise(name: str) -> Exercise:
-    """The exercise called ``name`` (``"noam_rate"``); KeyError naming the known ones otherwise."""
-    try:
-        return _BY_NAME[name]
-    except KeyError:
-        raise KeyError(f"no exercise called {name!r}; the exercises are: {', '.join(_BY_NAME)}") from None
+    """The exercise called ``name`` (``"noam_rate"``); KeyError naming the closest ones (or all) otherwise.
+
+    A name typed with other case, spaces, quotes, ``check_`` in front or ``()`` behind is found.
+    """
+    typed = name.strip().strip("'\"`").strip().lower().replace(" ", "_").replace("-", "_")
+    typed = typed.removeprefix("check_").removesuffix("()")
+    if (found := _BY_NAME.get(name) or _BY_NAME.get(typed)) is not None:
+        return found
+    if close := difflib.get_close_matches(typed, list(_BY_NAME), n=3, cutoff=0.6):
+        raise KeyError(f"no exercise called {name!r}; did you mean {' or '.join(repr(c) for c in close)}?")
+    raise KeyError(f"no exercise called {name!r}; the exercises are: {', '.join(_BY_NAME)}")
 
 
 def more_help(name: str) -> str:
@@ -396,9 +443,7 @@ def _name_of(what: str | Callable[..., Any] | None) -> str:
         return _last[0]
     if callable(what):
         what = getattr(what, "__name__", "")
-    name = str(what).removeprefix("check_")
-    exercise(name)  # a name that is no exercise says so, with the list
-    return name
+    return exercise(str(what).removeprefix("check_")).name  # a name that is no exercise says so
 
 
 def hint_text(what: str | Callable[..., Any] | None = None) -> str:

@@ -78,4 +78,27 @@ class StepBoundary:
             raise StopRequested(signum)
 
 
-__all__ = ["STOP_SIGNALS", "StepBoundary", "StopRequested"]
+def quiet_in_notebooks() -> None:
+    """In IPython or Jupyter, show a :class:`StopRequested` as one line, not as a traceback.
+
+    The run has already said what it saved and how to go on ("interrupted: saved ... run again with resume");
+    the 40 red lines of frames that IPython would print after it look like a crash, and are not one. The cell
+    still ends as interrupted (Run All stops there). Outside IPython this does nothing. IPython is imported
+    only when it is already loaded, so a command-line run pays nothing.
+    """
+    import sys
+
+    if "IPython" not in sys.modules:
+        return
+    shell = sys.modules["IPython"].get_ipython()
+    if shell is None:
+        return
+
+    def one_line(shell, etype, value, tb, tb_offset=None):
+        where = "in the middle of a step" if getattr(value, "mid_step", False) else "between two steps"
+        print(f"training stopped by {value} {where} (not an error)")
+
+    shell.set_custom_exc((StopRequested,), one_line)
+
+
+__all__ = ["STOP_SIGNALS", "StepBoundary", "StopRequested", "quiet_in_notebooks"]

@@ -46,8 +46,8 @@ def sinusoidal_positional_encoding(max_len: int, d_model: int, base: float = 100
 
     ``PE[pos, 2i] = sin(pos / base^(2i/d_model))`` and
     ``PE[pos, 2i+1] = cos(pos / base^(2i/d_model))``: even columns hold sines,
-    odd columns cosines, and the wavelengths grow geometrically from 2π to
-    ``base``·2π.
+    odd columns cosines, and the wavelengths grow geometrically from 2π to just
+    under ``base``·2π (the last pair's is 2π·base^((d_model - 2)/d_model)).
 
     Returns:
         FloatTensor ``(max_len, d_model)``.
@@ -289,9 +289,10 @@ class SublayerConnection(nn.Module):
     """Residual connection around a sublayer, with its LayerNorm and dropout.
 
     Post-norm (the paper, §3.1 and §5.4): ``LayerNorm(x + Dropout(sublayer(x)))``.
-    Pre-norm (``norm_first=True``, Xiong et al. 2020): ``x + Dropout(sublayer(LayerNorm(x)))``,
-    which trains more stably without warm-up but needs a final LayerNorm after
-    the stack (the Encoder and Decoder add it). ``norm="rmsnorm"`` puts an
+    Pre-norm (``norm_first=True``; tensor2tensor's later presets and GPT-2 use it,
+    Xiong et al. 2020 analyse it): ``x + Dropout(sublayer(LayerNorm(x)))``, which
+    is more stable early in training and can train without warm-up, but needs a
+    final LayerNorm after the stack (the Encoder and Decoder add it). ``norm="rmsnorm"`` puts an
     :class:`RMSNorm` where the LayerNorm is, in either order.
 
     Shape:

@@ -227,8 +227,10 @@ class Transformer(nn.Module):
             self.generator.weight = self.tgt_embed.table.weight  # §3.4: one matrix for both
 
     def _init_weights(self) -> None:
-        # Xavier/Glorot uniform on every matrix, as tensor2tensor and the Annotated
-        # Transformer do; biases and LayerNorm gains keep their defaults.
+        # Xavier/Glorot uniform on every matrix, as the Annotated Transformer does; biases and
+        # LayerNorm gains keep their defaults. The authors' tensor2tensor differs for the
+        # embeddings: it draws the shared embedding/softmax matrix from N(0, 1/d_model), and
+        # the √d_model of §3.4 then gives every input entry variance 1 (notebook 04, section 1).
         for p in self.parameters():
             if p.dim() > 1:
                 nn.init.xavier_uniform_(p)

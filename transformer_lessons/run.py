@@ -37,7 +37,7 @@ from transformer_lessons.distributed import Distributed, ShardedLoss, main_only,
 from transformer_lessons.errors import DivergedError
 from transformer_lessons.evaluation import final_test, validate
 from transformer_lessons.hardware import autocast_for
-from transformer_lessons.interrupt import StepBoundary, StopRequested
+from transformer_lessons.interrupt import StepBoundary, StopRequested, quiet_in_notebooks
 from transformer_lessons.loss import LabelSmoothingLoss
 from transformer_lessons.model import Transformer
 from transformer_lessons.run_state import Run, TrainState, checkpoint_dict, read_resumable, restore, save_last
@@ -414,6 +414,7 @@ def train(
     if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
         raise ValueError(f"max_steps must be a whole number >= 1 or None, got {max_steps!r}")
     check_tensorboard(tensorboard)  # a missing extra is said before any data or training work
+    quiet_in_notebooks()  # in a notebook, Ctrl-C ends with the saved-and-resume line, not a traceback
     with process_group(device) as (dist, device):  # under torchrun: this process's rank, its device, the process group
         if not dist.is_main:
             progress = log = False  # rank 0 speaks for the run
@@ -428,8 +429,7 @@ def train(
             check_corpus(corpus, config)
             run = build_run(config, corpus, out, device, dist, max_steps=max_steps, progress=progress, log=log)
             state = restore(run, saved) if saved is not None else TrainState()
-            if saved is not None and log:
-                print(f"resuming {last}: epoch {state.epoch + 1}, step {state.step}", flush=True)
+            _say_resuming(last, state, config, say=saved is not None and log)
             log_dir = tensorboard_dir(tensorboard, out)
             run.writer = open_writer(log_dir, state.step) if log_dir is not None and dist.is_main else None
             try:
@@ -438,6 +438,15 @@ def train(
             finally:
                 if run.writer is not None:
                     run.writer.close()
+
+
+def _say_resuming(last: Path, state: TrainState, config: TrainConfig, say: bool) -> None:
+    if not say:
+        return
+    if state.epoch >= config.epochs:  # nothing left to train: the test set is only scored again
+        print(f"{last}: already finished ({state.epoch} epochs, step {state.step})", flush=True)
+    else:
+        print(f"resuming {last}: epoch {state.epoch + 1}, step {state.step}", flush=True)
 
 
 def _check_run_folder(out: Path, dist: Distributed, resume: bool, log: bool) -> None:

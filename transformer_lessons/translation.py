@@ -232,7 +232,7 @@ def translate(
             a :class:`~transformer_lessons.model.Transformer` together with
             ``src_vocab`` and ``tgt_vocab``.
         sentences: a list of German sentences, or one sentence (a ``str``).
-        beam_size: 1 for greedy decoding, e.g. 4 for the paper's beam search.
+        beam_size: 1 (the default) for greedy decoding, e.g. 4 for the paper's beam search.
         max_new_tokens: the most output tokens (default source length + 50, at most
             the model's ``max_len``).
         device: where to run (a checkpoint is loaded there; a model is moved).
@@ -261,8 +261,8 @@ def translate(
 
     Behaviour on awkward input: ``""`` or whitespace gives ``""``; a word not
     in the vocabulary becomes ``<unk>`` (no error; the output may contain
-    ``<unk>``); a sentence longer than the model's ``max_len`` is cut to fit,
-    with a note: a :class:`~transformer_lessons.notes.CourseWarning`, or inside
+    ``<unk>``); a sentence of more than ``max_len - 1`` tokens (``max_len``: the
+    length the model was configured for) is cut to that length, with a note: a :class:`~transformer_lessons.notes.CourseWarning`, or inside
     ``with collect_notes() as notes:`` (:mod:`transformer_lessons.notes`) an entry
     of ``notes`` instead; anything but a ``str`` or a list/tuple of ``str``
     raises ``TypeError``; text with a lone surrogate (``"\\ud800"``) ``ValueError``.
@@ -306,13 +306,17 @@ def _english(outputs: list[list[int]], tgt_vocab: "Vocab") -> tuple[list[str], l
 def _cut_long_sources(src_units: list[list[str]], limit: int) -> list[list[str]]:
     """Each source cut to ``limit`` units, with a note (:mod:`transformer_lessons.notes`) if any was longer.
 
+    The cut is ``translate``'s rule, the same for every model: ``limit`` is ``max_len - 1``, the length the model
+    was configured for. A sinusoidal or learned model has a table of ``max_len`` positions; a rotary one has no
+    table (:mod:`transformer_lessons.rotary`), and is cut alike.
+
     Uncollected, the note is a :class:`~transformer_lessons.notes.CourseWarning` pointing at the caller of ``translate``.
     """
     long = [i for i, u in enumerate(src_units) if len(u) > limit]
     if long:
         note(
-            f"{len(long)} sentence(s) (index {long[:5]}) have more than {limit} tokens, the most this model accepts "
-            f"(max_len={limit + 1}, one place for <eos>); only their first {limit} tokens are translated",
+            f"{len(long)} sentence(s) (index {long[:5]}) have more than {limit} tokens: the model was configured for "
+            f"max_len={limit + 1} (one place for <eos>), so only their first {limit} tokens are translated",
             stacklevel=3,
         )
     return [u[:limit] for u in src_units] if long else src_units

@@ -167,17 +167,23 @@ def hints_markdown(name: str) -> str:
     return "\n".join(parts)
 
 
-def banner_markdown(name: str, course: colab.Course | None) -> str:
+def banner_markdown(name: str, course: colab.Course | None, exercises_here: bool = True) -> str:
+    """The learner version's first cell; a notebook without exercises (an exploration) says only where it comes from."""
     solution = f"{SOURCE_DIR}/{name}"
-    lines = [
+    about = (
         "> **Learner version.** Each exercise is a stub that raises `NotImplementedError`: replace "
         f"`{STUB_COMMENT}` and the `raise` line with your code, then run the check below it. "
         "A solution sits under each exercise, folded (*Show a solution*), after two folded hints; "
-        '`hint("<exercise>")` also gives them, one per call.',
+        '`hint("<exercise>")` also gives them, one per call.'
+        if exercises_here
+        else "> **Learner version.** This notebook has no exercise: nothing in it is yours to write, run it and explore."
+    )
+    lines = [
+        about,
         ">",
         f"> The complete notebook, with every answer and output, is [`{solution}`](../{solution})"
         + (f" ([open it in Colab]({course.colab_url(solution)}))" if course else "")
-        + f". This file is generated from it by `python -m {GENERATOR}`: edit that one, not this one.",
+        + ".",  # that this file is generated is said in its metadata and learner/README.md, for the authors
     ]
     return "\n".join(lines)
 
@@ -202,7 +208,12 @@ def build_notebook(source_nb, name: str, course: colab.Course | None):
     learner_nb_meta = {"generated_from": f"{SOURCE_DIR}/{name}", "generator": GENERATOR}
     nb.metadata["transformer_lessons"] = learner_nb_meta
 
-    banner = nbformat.v4.new_markdown_cell(banner_markdown(name, course), metadata={"tags": [BANNER_TAG]})
+    exercises_here = any(
+        BEGIN.match(line) for c in source_nb.cells if c.cell_type == "code" for line in _text(c).split("\n")
+    )
+    banner = nbformat.v4.new_markdown_cell(
+        banner_markdown(name, course, exercises_here), metadata={"tags": [BANNER_TAG]}
+    )
     banner["id"] = BANNER_TAG
     cells = [banner]
     for index, cell in enumerate(source_nb.cells):

@@ -212,7 +212,7 @@ def setup_source(rel_path: str, course: Course) -> str:
         f'    subprocess.run([*pip, "--no-deps", "{course.pip_source()}"], check=True)',
         "    from google.colab import output",
         "",
-        "    output.enable_custom_widget_manager()  # the attention explorers are ipywidgets",
+        "    output.enable_custom_widget_manager()  # the course's explorers and widgets are ipywidgets",
     ]
     return "\n".join(lines)
 

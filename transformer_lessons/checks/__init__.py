@@ -48,13 +48,14 @@ One module per concept, in the order the notebooks meet them:
                                   reference, restacked wrongly
 ``encoder_layer``                 the encoder layer
 ``decoder_layer``                 the decoder layer
-``assembly``                      the whole model from its two halves
+``leak_test``                     the leak test that tells a layer that sees the future
+``generation``                    the greedy loop: the model writes one token at a time
 ``batching``                      batching by tokens
 ``schedule``                      the learning-rate schedule
 ``loss``                          the label-smoothing loss
 ``training``                      one training step
 ``vocab``                         building a vocabulary
-``decoding``                      greedy decoding
+``decoding``                      greedy decoding with an end token and finished rows
 ``beam``                          one step of beam search
 ``bleu``                          BLEU's clipped n-gram precision and brevity penalty
 ``kv_cache``                      a key/value cache: appending a step, reordering for beams
@@ -64,16 +65,17 @@ One module per concept, in the order the notebooks meet them:
 """
 
 from transformer_lessons.checks.common import ExerciseError
-from transformer_lessons.checks.assembly import check_transformer_forward
 from transformer_lessons.checks.attention import check_scaled_dot_product_attention
 from transformer_lessons.checks.batching import check_batch_by_tokens
 from transformer_lessons.checks.beam import check_beam_step
 from transformer_lessons.checks.bleu import check_brevity_penalty, check_modified_precision
 from transformer_lessons.checks.decoder_layer import check_decoder_layer
+from transformer_lessons.checks.leak_test import check_sees_future
 from transformer_lessons.checks.decoding import check_greedy_decode
 from transformer_lessons.checks.distributed import check_rank_loss
 from transformer_lessons.checks.embeddings import check_embedding_scale, check_learned_positions
 from transformer_lessons.checks.encoder_layer import check_encoder_layer
+from transformer_lessons.checks.generation import check_greedy_loop
 from transformer_lessons.checks.kv_cache import check_append_kv, check_reorder_kv
 from transformer_lessons.checks.layers import check_feed_forward, check_layer_norm
 from transformer_lessons.checks.modern import check_rms_norm
@@ -103,6 +105,7 @@ __all__ = [
     "check_encoder_layer",
     "check_feed_forward",
     "check_greedy_decode",
+    "check_greedy_loop",
     "check_label_smoothing_loss",
     "check_layer_norm",
     "check_learned_positions",
@@ -116,9 +119,9 @@ __all__ = [
     "check_reorder_kv",
     "check_rms_norm",
     "check_scaled_dot_product_attention",
+    "check_sees_future",
     "check_target_mask",
     "check_train_step",
-    "check_transformer_forward",
 ]
 
 # Every public name reports this package as its home, where notebooks import it from:

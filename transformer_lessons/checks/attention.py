@@ -58,8 +58,8 @@ def _mask_slips() -> list[Slip]:
     return [
         Slip(
             "your mask has no effect: masked_fill returns a NEW tensor, which must be assigned back to the "
-            "scores[[: scores = scores.masked_fill(~mask, float('-inf'))]]. (This bug made one published tutorial's model "
-            "answer 'pool pool pool'.)",
+            "scores[[: scores = scores.masked_fill(~mask, float('-inf'))]]. A classic bug: it runs, every row sums to 1, "
+            "and the decoder sees the future (ParlAI fixed the same slip: PR #3068, 'Fix masked_fill no-op').",
             {"mask": None},
         ),
         Slip(
@@ -250,7 +250,7 @@ def _blocked_query(fn) -> str:
     Annotated Transformer's way); the course's reference, like
     ``F.scaled_dot_product_attention``, returns a row of zeros. No mask of the course
     blocks a whole row, so all three are accepted; the verdict says which one the
-    learner's gives when it is not the reference's zeros (notebook 01 says the same).
+    learner's gives when it is not the reference's zeros (notebook 03 shows all three).
     """
     q, k, v = torch.randn(2, 4, 8), torch.randn(2, 6, 8), torch.randn(2, 6, 5)
     mask = _allowed_mask((2, 4, 6))
@@ -277,14 +277,14 @@ def _blocked_query(fn) -> str:
     if row_w.isnan().all() and row_out.isnan().all():
         return (
             "; a query whose keys are all blocked gets NaN from yours (0/0 in the softmax) where the reference "
-            "gives a row of zeros: accepted, as no mask of this course blocks a whole row, see notebook 01"
+            "gives a row of zeros: accepted, as no mask of this course blocks a whole row, see notebook 03"
         )
     uniform = torch.full_like(row_w, 1 / row_w.size(-1))
     if torch.allclose(row_w, uniform, atol=1e-6) and torch.allclose(row_out, v[0].mean(0, keepdim=True), atol=1e-5):
         return (
             "; a query whose keys are all blocked gets equal weights on every key from yours (a finite fill such "
             "as -1e9) where the reference gives a row of zeros: accepted, as no mask of this course blocks a whole "
-            "row, see notebook 01"
+            "row, see notebook 03"
         )
     raise known_bug(
         f"a query whose keys are all blocked gets the weights {[round(w, 4) for w in row_w[0].tolist()]} from yours. "

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import inspect
 import re
+from unittest import mock
 from typing import Any, Callable, Sequence
 
 import torch
@@ -388,6 +389,47 @@ def expect_dropout(
             f"built with dropout=0.0, your module still drops in training mode{found}. Is a rate hard-coded "
             "(nn.Dropout(0.1)), or not passed on? Use the dropout argument[[: self.dropout = nn.Dropout(dropout)]]"
         )
+
+
+def fixed_dropout(x: torch.Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> torch.Tensor:
+    """A deterministic stand-in for F.dropout: the same mask for the same shape, scaled by 1 / (1 - p).
+
+    With it, where a module applies its dropout can be compared with a reference wired the same way.
+    """
+    if not training or p == 0:
+        return x
+    generator = torch.Generator().manual_seed(1234)
+    keep = (torch.rand(x.shape, generator=generator) >= p).to(x.dtype) / (1 - p)
+    return x.mul_(keep) if inplace else x * keep
+
+
+def expect_dropout_at(
+    module: nn.Module,
+    args: tuple,
+    expected: Callable[[], torch.Tensor],
+    bugs: Sequence[Bug],
+    what: str,
+    keep_eval: Sequence[str] = (),
+) -> None:
+    """Where the dropout goes: the module in training mode, every dropout replaced by :func:`fixed_dropout`.
+
+    F.dropout (which nn.Dropout calls) is swapped for the fixed stand-in during the call,
+    so the output is deterministic and is compared with ``expected`` (the reference with
+    the stand-in in the right place); ``bugs`` simulate it in the wrong places. The
+    submodules named in ``keep_eval`` (checked by their own exercises) stay in eval mode,
+    so only the module's own dropout acts.
+    """
+    module.train()
+    for name in keep_eval:
+        sub = getattr(module, name, None)
+        if isinstance(sub, nn.Module):
+            sub.eval()
+    try:
+        with mock.patch.object(nn.functional, "dropout", fixed_dropout):
+            out = call_answer(module, *args)
+    finally:
+        module.eval()
+    diagnose(out, expected(), bugs, what + " in training mode (every dropout replaced by a fixed mask)")
 
 
 def expect_linear(module: nn.Module, name: str, d_in: int, d_out: int, owner: str, bias: bool = False) -> nn.Linear:

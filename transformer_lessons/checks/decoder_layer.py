@@ -26,7 +26,9 @@ from transformer_lessons.checks.common import (
     diagnose,
     exercise,
     expect_dropout,
+    expect_dropout_at,
     expect_tensor,
+    fixed_dropout,
     expect_unchanged,
     build_module,
 )
@@ -161,6 +163,76 @@ def _reference_holding(m: nn.Module, D: int, H: int, d_ff: int) -> DecoderLayer:
     return ref
 
 
+# Where a learner may put the dropout instead of on the sublayer's output (§5.4), and the hint for each.
+_DROPOUT_PLACES = {
+    "sum": "dropout goes on the sublayer's output, not on x + sublayer(x): norm(x + dropout(sublayer(x)))",
+    "after_norm": "dropout goes on the sublayer's output, before the residual addition, not after the LayerNorm",
+    "input": "dropout goes on the sublayer's output, not on its input: norm(x + dropout(sublayer(x)))",
+    "residual": "dropout goes on the sublayer's output, not on the residual x: norm(x + dropout(sublayer(x)))",
+}
+_SUBLAYER_NAMES = ("self-attention", "cross-attention", "feed-forward")
+
+
+def _dropped(
+    ref: DecoderLayer,
+    x: torch.Tensor,
+    memory: torch.Tensor,
+    src_mask: torch.Tensor,
+    tgt_mask: torch.Tensor,
+    places: Sequence[str],
+) -> torch.Tensor:
+    """The reference's post-norm stack with the fixed dropout stand-in at ``places[i]`` in sublayer i.
+
+    "output" is the right place (§5.4); "none" leaves it out; the others are :data:`_DROPOUT_PLACES`.
+    """
+    drop = functools.partial(fixed_dropout, p=DROPOUT)
+    parts = reference_parts(ref)
+    subs = [
+        functools.partial(self_attend, parts.self_attn, tgt_mask),
+        lambda y: parts.cross_attn(y, memory, memory, src_mask),
+        parts.feed_forward,
+    ]
+    for sublayer, norm, place in zip(subs, parts.norms, places):
+        if place == "sum":
+            x = norm(drop(x + sublayer(x)))
+        elif place == "after_norm":
+            x = drop(norm(x + sublayer(x)))
+        elif place == "input":
+            x = norm(x + sublayer(drop(x)))
+        elif place == "residual":
+            x = norm(drop(x) + sublayer(x))
+        elif place == "none":
+            x = norm(x + sublayer(x))
+        else:
+            x = norm(x + drop(sublayer(x)))
+    return x
+
+
+def _dropout_bugs(ref: DecoderLayer, *args: torch.Tensor) -> list[Bug]:
+    """Dropout in a wrong place (in all three sublayers or in one), missing from all three, or missing from one."""
+    bugs = []
+    for place, hint in _DROPOUT_PLACES.items():
+        for i in range(-1, 3):  # -1: in every sublayer; else only in sublayer i
+            places = tuple(place if i in (-1, j) else "output" for j in range(3))
+            bugs.append((hint, functools.partial(_dropped, ref, *args, places)))
+    bugs.append(
+        (
+            "there is no dropout on the sublayers' outputs: the paper applies it to the output of each "
+            "sub-layer, before it is added to the sub-layer input and normalized (§5.4)",
+            functools.partial(_dropped, ref, *args, ("none",) * 3),
+        )
+    )
+    for i, name in enumerate(_SUBLAYER_NAMES):
+        places = tuple("none" if j == i else "output" for j in range(3))
+        bugs.append(
+            (
+                f"the dropout is missing after the {name}: all three sublayers' outputs get one",
+                functools.partial(_dropped, ref, *args, places),
+            )
+        )
+    return bugs
+
+
 @exercise(
     "decoder_layer",
     "masked self-attention, cross-attention over memory, feed-forward, each with a residual and a LayerNorm",
@@ -173,11 +245,10 @@ def check_decoder_layer(cls: Callable[..., nn.Module]) -> str:
     ``nn.Module`` with ``self_attn``, ``cross_attn`` (package
     ``MultiHeadAttention``), ``feed_forward`` (``PositionwiseFeedForward``),
     ``norm1``, ``norm2``, ``norm3`` (LayerNorm), and
-    ``forward(x, memory, src_mask=None, tgt_mask=None)``::
-
-        x = norm1(x + dropout(self_attn(x, x, x, tgt_mask)))
-        x = norm2(x + dropout(cross_attn(x, memory, memory, src_mask)))
-        x = norm3(x + dropout(feed_forward(x)))
+    ``forward(x, memory, src_mask=None, tgt_mask=None)``: masked self-attention
+    over ``x`` (``tgt_mask``), cross-attention with queries from ``x`` and keys and
+    values from ``memory`` (``src_mask``), then the feed-forward; each sublayer's
+    output goes through dropout, is added to its input and normalised by its own norm.
 
     The norms may instead live in ``sublayers[i].norm`` (the package's
     ``SublayerConnection`` layout). The check copies the learner's submodules into
@@ -232,16 +303,29 @@ def check_decoder_layer(cls: Callable[..., nn.Module]) -> str:
             raise
         if S == T and _leaks_future(m, x, memory, src_mask, tgt_mask, out):
             raise ExerciseError(_CAUSAL_HINT)
-    expect_dropout(
+    _expect_sublayer_dropout(
         m,
         lambda: build_module(cls, (D, H, d_ff, 0.0), "cls(d_model, n_heads, d_ff, dropout)"),
+        ref,
         (x, memory, src_mask, tgt_mask),
         out,
-        SUBLAYER_DROPOUT,
     )
     return (
         "values against the package's DecoderLayer holding your weights, masks, memory longer than the "
-        "target, no peeking at later positions, dropout on in training only"
+        "target, no peeking at later positions, dropout on each sublayer's output in training only"
+    )
+
+
+def _expect_sublayer_dropout(m, without_dropout, ref: DecoderLayer, args: tuple, out: torch.Tensor) -> None:
+    """Dropout is on in training only, and on each sublayer's output (§5.4), not on the sum or after the norm."""
+    expect_dropout(m, without_dropout, args, out, SUBLAYER_DROPOUT)
+    expect_dropout_at(
+        m,
+        args,
+        lambda: _dropped(ref, *args, ("output",) * 3),
+        _dropout_bugs(ref, *args),
+        f"the output (memory length {args[1].size(1)})",
+        keep_eval=("self_attn", "cross_attn", "feed_forward"),
     )
 
 

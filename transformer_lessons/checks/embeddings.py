@@ -8,6 +8,7 @@ learner's table. The bug simulations redo the same lookups with the mistake in t
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Callable
 
@@ -23,6 +24,8 @@ from transformer_lessons.checks.common import (
     diagnose,
     exercise,
     expect_dropout,
+    expect_dropout_at,
+    fixed_dropout,
     expect_tensor,
     expect_unchanged,
     known_bug,
@@ -102,7 +105,7 @@ def check_embedding_scale(fn: Callable[[nn.Embedding, torch.Tensor], torch.Tenso
             lambda: looked_up * math.sqrt(V),
         ),
         (
-            "that is the square root of the sequence length (tokens.size(1)): d_model is the vector width, "
+            "that is the square root of the sequence length (the length of each row of tokens): d_model is the vector width, "
             "table.embedding_dim",
             lambda: looked_up * math.sqrt(L),
         ),
@@ -231,6 +234,44 @@ def _position_bugs(x: torch.Tensor, W: torch.Tensor) -> list[Bug]:
     ]
 
 
+def _expect_same_rows_in_every_batch_row(m: nn.Module, same: torch.Tensor) -> None:
+    """The same sequence in every batch row must get the same output: positions run over the length, not the batch."""
+    repeated = call_answer(m, same)
+    if (
+        isinstance(repeated, torch.Tensor)
+        and repeated.shape == same.shape
+        and not torch.allclose(repeated, repeated[:1].expand_as(repeated))
+    ):
+        raise known_bug(
+            "the same sequence in two batch rows got different outputs: the positions depend on the batch. The "
+            "position of x[b, t] is t alone: the positions run over the length (dim 1), not the batch "
+            "size, nor B * L numbers; one (L, D) block of rows is added to every sequence of the batch"
+            "[[: positions = torch.arange(x.size(1))]]"
+        )
+
+
+def _expect_dropout_on_the_sum(m: nn.Module, without_dropout, rows: torch.Tensor, x: torch.Tensor) -> None:
+    """Dropout on in training only, and on x + rows (§5.4), not on one of the two."""
+    expect_dropout(
+        m,
+        without_dropout,
+        (x,),
+        call_answer(m, x),
+        "to x + the position rows",
+    )
+    drop = functools.partial(fixed_dropout, p=DROPOUT)
+    expect_dropout_at(
+        m,
+        (x,),
+        lambda: drop(x + rows),
+        [
+            ("the dropout goes on the sum x + rows (§5.4), not on the position rows alone", lambda: x + drop(rows)),
+            ("the dropout goes on the sum x + rows (§5.4), not on x alone", lambda: drop(x) + rows),
+        ],
+        "the output",
+    )
+
+
 @exercise(
     "learned_positions", "add a trained row of d_model numbers to every position, one row per position", takes="class"
 )
@@ -280,19 +321,7 @@ def check_learned_positions(cls: Callable[..., nn.Module]) -> str:
             x.dtype,
             shape_hint="return x + the position rows: (B, L, D) + (L, D) -> (B, L, D)",
         )
-        same = x[:1].expand(B, length, D).clone()  # the same sequence in every batch row
-        repeated = call_answer(m, same)
-        if (
-            isinstance(repeated, torch.Tensor)
-            and repeated.shape == same.shape
-            and not torch.allclose(repeated, repeated[:1].expand_as(repeated))
-        ):
-            raise known_bug(
-                "the same sequence in two batch rows got different outputs: the positions depend on the batch. The "
-                "position of x[b, t] is t alone: the positions run over the length (dim 1), not the batch "
-                "size, nor B * L numbers; one (L, D) block of rows is added to every sequence of the batch"
-                "[[: positions = torch.arange(x.size(1))]]"
-            )
+        _expect_same_rows_in_every_batch_row(m, x[:1].expand(B, length, D).clone())
         diagnose(
             out,
             reference(x),
@@ -301,15 +330,10 @@ def check_learned_positions(cls: Callable[..., nn.Module]) -> str:
             "expected x plus the table's rows of its positions[[: x + self.table(torch.arange(x.size(1)))]]",
         )
     _expect_too_long_refused(m, torch.randn(B, max_len + 1, D), max_len)
-    x = torch.randn(B, L, D)
-    expect_dropout(
-        m,
-        lambda: build_module(cls, (max_len, D, 0.0), "cls(max_len, d_model, dropout)"),
-        (x,),
-        call_answer(m, x),
-        "to x + the position rows",
+    _expect_dropout_on_the_sum(
+        m, lambda: build_module(cls, (max_len, D, 0.0), "cls(max_len, d_model, dropout)"), W[:L], torch.randn(B, L, D)
     )
     return (
         "values against layers.LearnedPositionalEmbedding for L < max_len and L = max_len, the same rows for "
-        "every sequence of a batch, an error beyond max_len, dropout in training only"
+        "every sequence of a batch, an error beyond max_len, dropout on the sum in training only"
     )

@@ -20,6 +20,8 @@ from transformer_lessons.checks.common import (
     diagnose,
     exercise,
     expect_dropout,
+    expect_dropout_at,
+    fixed_dropout,
     expect_tensor,
     expect_unchanged,
     build_module,
@@ -94,6 +96,59 @@ def _encoder_layer_bugs(
     return slip_bugs(simulate, slips, own)
 
 
+_DROPOUT_PLACES = {
+    "sum": "dropout goes on the sublayer's output, not on x + sublayer(x): norm(x + dropout(sublayer(x)))",
+    "after_norm": "dropout goes on the sublayer's output, before the residual addition, not after the LayerNorm",
+    "input": "dropout goes on the sublayer's output, not on its input: norm(x + dropout(sublayer(x)))",
+    "residual": "dropout goes on the sublayer's output, not on the residual x: norm(x + dropout(sublayer(x)))",
+}
+
+
+def _dropped(ref: EncoderLayer, x: torch.Tensor, mask: torch.Tensor | None, places: Sequence[str]) -> torch.Tensor:
+    """The reference's post-norm stack with the fixed dropout stand-in at ``places[i]`` in sublayer i.
+
+    "output" is the right place (§5.4); "none" leaves it out; the others are :data:`_DROPOUT_PLACES`.
+    """
+    drop = functools.partial(fixed_dropout, p=DROPOUT)
+    parts = reference_parts(ref)
+    subs = [functools.partial(self_attend, parts.self_attn, mask), parts.feed_forward]
+    for sublayer, norm, place in zip(subs, parts.norms, places):
+        if place == "sum":
+            x = norm(drop(x + sublayer(x)))
+        elif place == "after_norm":
+            x = drop(norm(x + sublayer(x)))
+        elif place == "input":
+            x = norm(x + sublayer(drop(x)))
+        elif place == "residual":
+            x = norm(drop(x) + sublayer(x))
+        elif place == "none":
+            x = norm(x + sublayer(x))
+        else:
+            x = norm(x + drop(sublayer(x)))
+    return x
+
+
+def _dropout_bugs(ref: EncoderLayer, x: torch.Tensor, mask: torch.Tensor | None) -> list[Bug]:
+    """Dropout in a wrong place, in both sublayers or in one; or missing after one of them."""
+    bugs = []
+    for place, hint in _DROPOUT_PLACES.items():
+        for places in ((place, place), (place, "output"), ("output", place)):
+            bugs.append((hint, functools.partial(_dropped, ref, x, mask, places)))
+    bugs.append(
+        (
+            "the dropout is missing after the feed-forward: both sublayers' outputs get one",
+            functools.partial(_dropped, ref, x, mask, ("output", "none")),
+        )
+    )
+    bugs.append(
+        (
+            "the dropout is missing after self-attention: both sublayers' outputs get one",
+            functools.partial(_dropped, ref, x, mask, ("none", "output")),
+        )
+    )
+    return bugs
+
+
 @exercise(
     "encoder_layer",
     "self-attention then feed-forward, each inside a residual connection followed by its LayerNorm",
@@ -105,10 +160,9 @@ def check_encoder_layer(cls: Callable[..., nn.Module]) -> str:
     Expected signature: ``cls(d_model, n_heads, d_ff, dropout=0.0)``, an
     ``nn.Module`` with submodules ``self_attn`` (the package's
     ``MultiHeadAttention``), ``feed_forward`` (``PositionwiseFeedForward``),
-    ``norm1``, ``norm2`` (LayerNorm), and ``forward(x, src_mask=None)``::
-
-        x = norm1(x + dropout(self_attn(x, x, x, src_mask)))
-        x = norm2(x + dropout(feed_forward(x)))
+    ``norm1``, ``norm2`` (LayerNorm), and ``forward(x, src_mask=None)``: self-attention
+    then the feed-forward, each as ``LayerNorm(x + Dropout(Sublayer(x)))`` (§3.1, §5.4),
+    ``norm1`` after the first and ``norm2`` after the second.
 
     The norms may instead live in ``sublayers[0].norm`` and ``sublayers[1].norm``
     (the package's ``SublayerConnection`` layout). The check copies the learner's
@@ -161,7 +215,15 @@ def check_encoder_layer(cls: Callable[..., nn.Module]) -> str:
         out,
         SUBLAYER_DROPOUT,
     )
+    expect_dropout_at(
+        m,
+        args,
+        lambda: _dropped(ref, x, mask, ("output", "output")),
+        _dropout_bugs(ref, x, mask),
+        "the output with a padding mask",
+        keep_eval=("self_attn", "feed_forward"),
+    )
     return (
         "values against the package's EncoderLayer holding your weights, with and without a padding mask, "
-        "dropout on in training only"
+        "dropout on each sublayer's output in training only"
     )

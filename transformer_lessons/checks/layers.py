@@ -6,8 +6,10 @@ bias, and ``w_2(relu(w_1(x)))`` computed from the learner's own two Linear layer
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Callable
+from unittest import mock
 
 import torch
 import torch.nn.functional as F
@@ -22,6 +24,8 @@ from transformer_lessons.checks.common import (
     diagnose,
     exercise,
     expect_dropout,
+    expect_dropout_at,
+    fixed_dropout,
     expect_tensor,
     expect_unchanged,
     known_bug,
@@ -161,9 +165,36 @@ _LAYER_NORM_NAN = (
 )
 
 
+_BUILT_IN = (
+    "your module calls PyTorch's own layer norm (F.layer_norm, torch.layer_norm or nn.LayerNorm): this exercise "
+    "asks you to compute it yourself, from the mean and the variance of each vector"
+)
+
+
+def _own_formula(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """The learner's output on x; refused if it came from PyTorch's built-in layer norm."""
+    used = []
+
+    def spy(real):
+        def recorded(*args, **kwargs):
+            used.append(True)
+            return real(*args, **kwargs)
+
+        return recorded
+
+    with (
+        mock.patch.object(F, "layer_norm", spy(F.layer_norm)),
+        mock.patch.object(torch, "layer_norm", spy(torch.layer_norm)),
+    ):
+        out = call_answer(layer, x)
+    if used:
+        raise known_bug(_BUILT_IN)
+    return out
+
+
 @exercise(
     "layer_norm",
-    "create the parameters weight and bias, and normalise each vector over its last axis",
+    "normalise each vector over its last axis, then apply the gain weight and the bias",
     takes="class",
 )
 def check_layer_norm(cls: Callable[..., nn.Module]) -> str:
@@ -217,7 +248,7 @@ def check_layer_norm(cls: Callable[..., nn.Module]) -> str:
     for eps in (1e-5, 1e-2):
         layer = m if eps == 1e-5 else _make_layer_norm(cls, D, eps, weight, bias)
         original = x.clone()
-        out = expect_tensor(call_answer(layer, x), "the output", x.shape, x.dtype, nan_hint=_LAYER_NORM_NAN)
+        out = expect_tensor(_own_formula(layer, x), "the output", x.shape, x.dtype, nan_hint=_LAYER_NORM_NAN)
         expect_unchanged({"x": original}, {"x": x})
         reference = nn.LayerNorm(D, eps=eps)
         reference.weight.copy_(weight)
@@ -233,7 +264,10 @@ def check_layer_norm(cls: Callable[..., nn.Module]) -> str:
             f"the output (eps={eps})",
             "compare with nn.LayerNorm(d_model)",
         )
-    return "parameters, values against nn.LayerNorm with non-trivial weight and bias, eps, inputs unchanged"
+    return (
+        "parameters, your own formula (not PyTorch's layer norm), values against nn.LayerNorm with non-trivial weight "
+        "and bias, eps, inputs unchanged"
+    )
 
 
 def _make_layer_norm(cls, D, eps, weight, bias) -> nn.Module:
@@ -243,20 +277,70 @@ def _make_layer_norm(cls, D, eps, weight, bias) -> nn.Module:
     return m
 
 
-def _ffn(m, x, relu_at=("hidden",), activation=F.relu, residual=False, biases=(True, True)):
-    """w_2(relu(w_1(x))) from the learner's layers, with knobs that reproduce the common bugs."""
+def _ffn(m, x, relu_at=("hidden",), activation=F.relu, residual=False, biases=(True, True), drop_at=()):
+    """w_2(relu(w_1(x))) from the learner's layers, with knobs that reproduce the common bugs.
+
+    ``drop_at``: where the fixed dropout stand-in (:func:`fixed_dropout`) acts: "input", "hidden", "output".
+    """
+    drop = functools.partial(fixed_dropout, p=DROPOUT)
     b_1, b_2 = (m.w_1.bias if biases[0] else None), (m.w_2.bias if biases[1] else None)
-    h = F.linear(activation(x) if "input" in relu_at else x, m.w_1.weight, b_1)  # (B, L, d_ff)
+    x_in = drop(x) if "input" in drop_at else x
+    h = F.linear(activation(x_in) if "input" in relu_at else x_in, m.w_1.weight, b_1)  # (B, L, d_ff)
     h = activation(h) if "hidden" in relu_at else h
+    h = drop(h) if "hidden" in drop_at else h
     y = F.linear(h, m.w_2.weight, b_2)  # (B, L, D)
     y = activation(y) if "output" in relu_at else y
+    y = drop(y) if "output" in drop_at else y
     return x + y if residual else y
+
+
+_FFN_DROPOUT_PLACE = (
+    "the dropout is in the wrong place: it goes on the hidden activations, after the ReLU and before w_2 "
+    "(where the package and the Annotated Transformer put it)"
+)
 
 
 _FFN_NO_BIAS = (
     "the biases are missing: FFN(x) = max(0, xW1 + b1)W2 + b2 (paper Eq. 2). Call the layers themselves, "
     "or pass their biases too[[: self.w_2(relu(self.w_1(x))), or F.linear(x, w.weight, w.bias)]]"
 )
+
+
+_FFN_DROPOUT_TWICE = _FFN_DROPOUT_PLACE + "; you apply it twice, there and on the output of w_2"
+
+
+def _ffn_bugs(m: nn.Module, x: torch.Tensor) -> list:
+    """The feed-forward slips, each simulated with the learner's own w_1 and w_2."""
+    return [
+        (
+            "the ReLU is missing: without it the two Linear layers collapse into one linear map[[: w_2(relu(w_1(x)))]]",
+            lambda: _ffn(m, x, relu_at=()),
+        ),
+        (
+            "apply the ReLU only between the two Linear layers: the output of w_2 must be able to go negative",
+            lambda: _ffn(m, x, relu_at=("hidden", "output")),
+        ),
+        (
+            "the ReLU is in the wrong place: it goes between the Linear layers, on the hidden (B, L, d_ff) "
+            "activations, not after w_2",
+            lambda: _ffn(m, x, relu_at=("output",)),
+        ),
+        (
+            "the ReLU is in the wrong place: it goes on the hidden activations, after w_1, not on the input",
+            lambda: _ffn(m, x, relu_at=("input",)),
+        ),
+        (
+            "the paper uses ReLU, max(0, x), between the two Linear layers (GELU is a later choice, e.g. BERT/GPT)",
+            lambda: _ffn(m, x, activation=F.gelu),
+        ),
+        (
+            "don't add the residual here: the sublayer connection adds x around the whole FFN",
+            lambda: _ffn(m, x, residual=True),
+        ),
+        (_FFN_NO_BIAS, lambda: _ffn(m, x, biases=(False, False))),
+        (_FFN_NO_BIAS + " (b1 is missing)", lambda: _ffn(m, x, biases=(False, True))),
+        (_FFN_NO_BIAS + " (b2 is missing)", lambda: _ffn(m, x, biases=(True, False))),
+    ]
 
 
 @exercise("feed_forward", "Linear w_1 (d_model -> d_ff), ReLU, Linear w_2 (d_ff -> d_model)", takes="class")
@@ -295,37 +379,7 @@ def check_feed_forward(cls: Callable[..., nn.Module]) -> str:
         call_in_eval(m, x), "the output", x.shape, x.dtype, shape_hint="FFN maps (B, L, d_model) to (B, L, d_model)"
     )
     expect_unchanged({"x": original}, {"x": x})
-    bugs = [
-        (
-            "the ReLU is missing: without it the two Linear layers collapse into one linear map[[: w_2(relu(w_1(x)))]]",
-            lambda: _ffn(m, x, relu_at=()),
-        ),
-        (
-            "apply the ReLU only between the two Linear layers: the output of w_2 must be able to go negative",
-            lambda: _ffn(m, x, relu_at=("hidden", "output")),
-        ),
-        (
-            "the ReLU is in the wrong place: it goes between the Linear layers, on the hidden (B, L, d_ff) "
-            "activations, not after w_2",
-            lambda: _ffn(m, x, relu_at=("output",)),
-        ),
-        (
-            "the ReLU is in the wrong place: it goes on the hidden activations, after w_1, not on the input",
-            lambda: _ffn(m, x, relu_at=("input",)),
-        ),
-        (
-            "the paper uses ReLU, max(0, x), between the two Linear layers (GELU is a later choice, e.g. BERT/GPT)",
-            lambda: _ffn(m, x, activation=F.gelu),
-        ),
-        (
-            "don't add the residual here: the sublayer connection adds x around the whole FFN",
-            lambda: _ffn(m, x, residual=True),
-        ),
-        (_FFN_NO_BIAS, lambda: _ffn(m, x, biases=(False, False))),
-        (_FFN_NO_BIAS + " (b1 is missing)", lambda: _ffn(m, x, biases=(False, True))),
-        (_FFN_NO_BIAS + " (b2 is missing)", lambda: _ffn(m, x, biases=(True, False))),
-    ]
-    diagnose(out, _ffn(m, x), bugs, "the output")
+    diagnose(out, _ffn(m, x), _ffn_bugs(m, x), "the output")
     expect_dropout(
         m,
         lambda: build_module(cls, (D, d_ff, 0.0), "cls(d_model, d_ff, dropout)"),
@@ -333,4 +387,18 @@ def check_feed_forward(cls: Callable[..., nn.Module]) -> str:
         out,
         "to the hidden activations, between the ReLU and w_2",
     )
-    return "w_1, w_2 shapes and biases, values of Eq. 2, inputs unchanged, dropout on in training only"
+    expect_dropout_at(
+        m,
+        (x,),
+        lambda: _ffn(m, x, drop_at=("hidden",)),
+        [
+            (_FFN_DROPOUT_PLACE + ", not on the output of w_2", lambda: _ffn(m, x, drop_at=("output",))),
+            (_FFN_DROPOUT_PLACE + ", not on the input x", lambda: _ffn(m, x, drop_at=("input",))),
+            (_FFN_DROPOUT_TWICE, lambda: _ffn(m, x, drop_at=("hidden", "output"))),
+        ],
+        "the output",
+    )
+    return (
+        "w_1, w_2 shapes and biases, values of Eq. 2, inputs unchanged, dropout on the hidden activations in "
+        "training only"
+    )

@@ -62,8 +62,10 @@ _SLIPS = [
         {"exponent": "4i"},
     ),
     Slip(
-        "sin and cos should be interleaved (sin in columns 0, 2, 4, ..., cos in 1, 3, 5, ...), not "
-        "concatenated as two halves: pe[:, 0::2] = sin, pe[:, 1::2] = cos",
+        "you put all the sines in one half and all the cosines in the other (as tensor2tensor's code does): "
+        "a model learns equally well with that, since it is the same table with its columns reordered, but this "
+        "exercise asks for the paper's layout, interleaved: sin in columns 0, 2, 4, ..., cos in 1, 3, 5, ..."
+        "[[: pe[:, 0::2] = sin, pe[:, 1::2] = cos]]",
         {"layout": "halves"},
     ),
     Slip("positions should start at 0, not 1: row 0 is [0, 1, 0, 1, ...][[: torch.arange(max_len)]]", {"start": 1}),

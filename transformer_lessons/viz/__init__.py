@@ -9,6 +9,8 @@ never imports ``viz``).
 One file per thing you look at; every name below is also ``viz.<name>``:
 
 * ``heatmaps.py``: ``plot_attention``, ``plot_heads``, ``plot_mask``;
+* ``masks.py``: ``plot_masks`` (masks side by side, one legend), ``plot_shifted_target`` (the causal mask beside
+  the shifted-right target);
 * ``positional.py``: ``plot_positional_encoding``, ``positional_encoding_explorer``;
 * ``training.py``: ``plot_history``, ``plot_learning_rate``, ``plot_label_smoothing``;
 * ``explorer.py``: ``attention_explorer`` (pick kind, layer, head, sentence);
@@ -54,6 +56,7 @@ from transformer_lessons.viz.error_analysis import (
     plot_bleu_by_length,
 )
 from transformer_lessons.viz.kv_cache import plot_decode_times, plot_kv_cache
+from transformer_lessons.viz.masks import plot_masks, plot_shifted_target
 from transformer_lessons.viz.lab import (
     LabExplorer,
     lab_explorer,
@@ -105,7 +108,9 @@ __all__ = [
     "plot_learning_rate",
     "plot_long",
     "plot_mask",
+    "plot_masks",
     "plot_positional_encoding",
+    "plot_shifted_target",
     "plot_warmup",
     "plot_pruning_curve",
     "positional_encoding_explorer",

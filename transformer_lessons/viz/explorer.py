@@ -200,7 +200,12 @@ class AttentionExplorer(FigureWidget):
 
     def describe(self) -> str:
         s = self._state
-        parts = [KIND_LABELS.get(s["kind"], s["kind"]), f"layer {s['layer']}", head_label(s["head"])]
+        parts = []
+        if len(self._layers) > 1 or s["kind"] in KIND_LABELS:  # a lone unnamed tensor has no kind worth naming
+            parts.append(KIND_LABELS.get(s["kind"], s["kind"]))
+        if max(len(arrays) for arrays in self._layers.values()) > 1:  # "layer 0" means nothing with one layer
+            parts.append(f"layer {s['layer']}")
+        parts.append(head_label(s["head"]))
         if len(self._src) > 1:
             parts.append(f"sentence {s['sentence']}")
         return (f"{self._title}: " if self._title else "") + ", ".join(parts)

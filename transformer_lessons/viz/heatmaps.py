@@ -150,7 +150,23 @@ def plot_heads(
     return fig
 
 
-def plot_mask(mask, x_labels=None, y_labels=None, ax: Axes | None = None, title: str | None = None) -> Axes:
+def mask_legend_handles() -> list[Patch]:
+    """The two colours of a mask picture, named: what :func:`plot_mask` puts in its legend."""
+    return [
+        Patch(color=ALLOWED_COLOR, label="True: may attend"),
+        Patch(color=BLOCKED_COLOR, label="False: blocked"),
+    ]
+
+
+def plot_mask(
+    mask,
+    x_labels=None,
+    y_labels=None,
+    ax: Axes | None = None,
+    title: str | None = None,
+    *,
+    legend: bool = True,
+) -> Axes:
     """Draw a bool mask: which query (row) may attend to which key (column).
 
     Args:
@@ -160,9 +176,11 @@ def plot_mask(mask, x_labels=None, y_labels=None, ax: Axes | None = None, title:
         x_labels: ``S`` key tokens; y_labels: ``T`` query tokens.
         ax: Axes to draw into; a new figure by default.
         title: optional title.
+        legend: give the Axes a legend naming the two colours; ``False`` when
+            several masks share one (``viz.plot_masks`` does that).
 
     Returns:
-        The Axes, with a legend naming the two colours.
+        The Axes, with a legend naming the two colours unless ``legend=False``.
     """
     m = to_numpy(mask)
     if m.ndim == 1:
@@ -173,7 +191,7 @@ def plot_mask(mask, x_labels=None, y_labels=None, ax: Axes | None = None, title:
     y_labels = check_labels(y_labels, T, "y_labels (queries)")
     if ax is None:
         width, height = heatmap_size(T, S)
-        _, ax = plt.subplots(figsize=(width + 1.2, height), layout="constrained")  # + room for the legend
+        _, ax = plt.subplots(figsize=(width + (1.2 if legend else 0.0), height), layout="constrained")  # + the legend
     sns.heatmap(
         m.astype(int),
         ax=ax,
@@ -190,15 +208,8 @@ def plot_mask(mask, x_labels=None, y_labels=None, ax: Axes | None = None, title:
     label_axes(ax, x_labels, y_labels)
     ax.set_xlabel("keys")
     ax.set_ylabel("queries")
-    ax.legend(
-        handles=[
-            Patch(color=ALLOWED_COLOR, label="True: may attend"),
-            Patch(color=BLOCKED_COLOR, label="False: blocked"),
-        ],
-        loc="upper left",
-        bbox_to_anchor=(1.02, 1.0),
-        frameon=False,
-    )
+    if legend:
+        ax.legend(handles=mask_legend_handles(), loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
     if title:
         ax.set_title(title)
     return ax

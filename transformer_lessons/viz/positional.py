@@ -1,9 +1,12 @@
 """Pictures of the sinusoidal positional encoding (paper §3.5).
 
 ``plot_positional_encoding`` draws the whole table, positions down and
-dimensions across; ``positional_encoding_explorer`` adds sliders over position
-and dimension, showing one dimension as a wave over positions and one position
-as its vector of numbers.
+columns across; ``positional_encoding_explorer`` adds sliders over position
+and column ("dimension"), showing one column as a wave over positions and one
+position as its vector of numbers.
+
+The axes say *column*, not *i*: in the paper's formula ``i`` is the index of a
+sin/cos *pair*, which fills columns ``2i`` (sin) and ``2i+1`` (cos).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ PE_CMAP = "RdBu_r"  # diverging: sin/cos values are signed, 0 is white
 
 
 def plot_positional_encoding(pe, ax: Axes | None = None, *, title: str | None = None) -> Axes:
-    """Heatmap of a positional-encoding table, positions down, dimensions across.
+    """Heatmap of a positional-encoding table, positions down, columns across.
 
     Args:
         pe: tensor or array ``(L, D)``, e.g. from
@@ -35,17 +38,22 @@ def plot_positional_encoding(pe, ax: Axes | None = None, *, title: str | None = 
         title: optional title.
 
     Returns:
-        The Axes. Colours are centred on 0 (red positive, blue negative).
+        The Axes. Colours are centred on 0 (red positive, blue negative). The
+        x-axis counts columns (pair ``i`` fills columns ``2i`` and ``2i+1``);
+        the positions are labelled every 10, horizontally.
     """
     table = squeeze_leading(to_numpy(pe).astype(float), 2, "pe")
     L, D = table.shape
     if ax is None:
         _, ax = plt.subplots(figsize=(min(12.0, 3.0 + D * 0.09), min(8.0, 2.5 + L * 0.05)), layout="constrained")
     limit = max(1.0, float(np.abs(table).max()))
-    sns.heatmap(table, ax=ax, cmap=PE_CMAP, vmin=-limit, vmax=limit, cbar_kws={"label": "value"})
-    ax.set_xlabel("dimension i")
+    step = 10 if L > 20 else 1  # every label at 100 positions would overlap
+    sns.heatmap(table, ax=ax, cmap=PE_CMAP, vmin=-limit, vmax=limit, cbar_kws={"label": "value"}, yticklabels=step)
+    ax.tick_params(axis="y", labelrotation=0)
+    ax.tick_params(axis="x", labelrotation=0)
+    ax.set_xlabel("column: 2i (sin) or 2i+1 (cos), where i is the pair")
     ax.set_ylabel("position pos")
-    ax.set_title(title or f"positional encoding: {L} positions × {D} dimensions")
+    ax.set_title(title or f"positional encoding: {L} positions × {D} columns ({D // 2} sin/cos pairs)")
     return ax
 
 
@@ -63,7 +71,7 @@ class PositionalEncodingExplorer(FigureWidget):
                 value=min(10, max_len - 1), min=0, max=max_len - 1, description="position", style=style
             ),
             "dimension": widgets.IntSlider(
-                value=min(4, d_model - 1), min=0, max=d_model - 1, description="dimension", style=style
+                value=min(4, d_model - 1), min=0, max=d_model - 1, description="column", style=style
             ),
         }
         super().__init__(controls)
@@ -95,7 +103,7 @@ class PositionalEncodingExplorer(FigureWidget):
         return 2 * math.pi * self.base ** (two_i / self.table.shape[1])
 
     def describe(self) -> str:
-        return f"positional encoding explorer: position {self.position}, dimension {self.dimension}"
+        return f"positional encoding explorer: position {self.position}, column {self.dimension}"
 
     def _draw(self) -> Figure:
         L, D = self.table.shape
@@ -107,10 +115,10 @@ class PositionalEncodingExplorer(FigureWidget):
         fig.colorbar(image, ax=ax_table, shrink=0.8)
         # Outline the selected row and column on the table.
         ax_table.add_patch(Rectangle((-0.5, p - 0.5), D, 1, fill=False, edgecolor="black", linewidth=1.6))
-        ax_table.add_patch(
-            Rectangle((i - 0.5, -0.5), 1, L, fill=False, edgecolor="black", linewidth=1.6, linestyle="--")
-        )
-        ax_table.set_xlabel("dimension i")
+        # The column: solid orange (the colour of its curve) over a black edge, visible on red, white and blue.
+        for colour, width in (("black", 3.4), (HIGHLIGHT_COLOR, 2.0)):
+            ax_table.add_patch(Rectangle((i - 0.5, -0.5), 1, L, fill=False, edgecolor=colour, linewidth=width))
+        ax_table.set_xlabel("column (2i or 2i+1)")
         ax_table.set_ylabel("position pos")
         ax_table.set_title(f"table {L} × {D}")
 
@@ -119,7 +127,8 @@ class PositionalEncodingExplorer(FigureWidget):
         ax_col.plot([p], [self.table[p, i]], "o", color="black")
         fn = "sin" if i % 2 == 0 else "cos"
         ax_col.set_title(
-            f"dimension {i} = {fn}(pos / {self.base:g}^({i - i % 2}/{D})), wavelength {self.wavelength():.1f} positions",
+            f"column {i} = {fn}(pos / {self.base:g}^(2i/{D})) with 2i = {i - i % 2}: "
+            f"wavelength {self.wavelength():.1f} positions",
             fontsize=10,
         )
         ax_col.set_xlabel("position pos")
@@ -130,7 +139,7 @@ class PositionalEncodingExplorer(FigureWidget):
         ax_row.bar(np.arange(D), self.current_row(), color="#4a4a4a", width=0.8)
         ax_row.bar([i], [self.table[p, i]], color=HIGHLIGHT_COLOR, width=0.8)
         ax_row.set_title(f"encoding of position {p} (one vector of {D} numbers)", fontsize=10)
-        ax_row.set_xlabel("dimension i")
+        ax_row.set_xlabel("column (2i or 2i+1)")
         ax_row.set_ylim(-1.15, 1.15)
         ax_row.grid(alpha=0.3, axis="y")
         return fig
@@ -142,7 +151,7 @@ def positional_encoding_explorer(
     """Sliders over position and dimension of the sinusoidal table (paper §3.5).
 
     Shows the table with the selected position (row, solid black) and dimension
-    (column, dashed black) outlined, the selected dimension as an orange curve
+    (column, solid orange) outlined, the selected dimension as an orange curve
     over positions, and the selected position's vector as bars.
 
     Returns:

@@ -149,8 +149,8 @@ class GenerationStepper(FigureWidget):
             self.src_tokens,
             self.tgt_tokens,
             cbar=False,
-            xlabel="source words (keys)",
-            ylabel="step: the word it writes",
+            xlabel="source tokens (keys)",
+            ylabel="step: the token it writes (queries)",
         )
         ax_heat.set_aspect("auto")
         ax_heat.add_patch(Rectangle((0, t), S, 1, fill=False, edgecolor=HIGHLIGHT_COLOR, linewidth=2.5))

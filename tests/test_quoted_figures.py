@@ -1,0 +1,813 @@
+"""Every figure the course's text quotes from a run or a record is checked against that record here.
+
+A number typed into prose goes stale when the run behind it changes (teaching.md's copy-task numbers, the quick
+run's BLEU, "a minute or two" for a run the record says took five). So each quoted figure has a row: where it is
+(a file, or one markdown cell of a notebook: ``notebooks/NN_name.ipynb#cell-id``), the words as they stand there
+with the figures as format fields, and the record that fills them in: a run's ``metrics.json`` or ``history.json``
+(:func:`metrics`, :func:`history`), or the saved output of a notebook's cell (:func:`output`, by a regular
+expression with named groups). The test formats the words from the record and looks for them in the text: if the
+record changes, or the text is edited, the row fails and names both.
+
+Figures a notebook prints in the cell beside its text need no row; this file is for the rest. Add rows in the
+section of the file or notebook that quotes them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from transformer_lessons import pretrained
+
+ROOT = Path(__file__).resolve().parents[1]
+COURSE_RUN = Path(pretrained.COURSE_MODEL_PATH).parent.name  # the course's model's run folder (cpu_rotary)
+
+
+# --- where figures come from -----------------------------------------------------------------------------
+
+
+@cache
+def _json(path: str) -> dict:
+    return json.loads((ROOT / path).read_text(encoding="utf-8"))
+
+
+def metrics(run: str) -> Callable[[], dict]:
+    """results/<run>/metrics.json, with its test split's fields also at the top (``bleu``, ``tutorial_bleu``)."""
+
+    def read() -> dict:
+        m = dict(_json(f"results/{run}/metrics.json"))
+        m.update(m.get("test_2016_flickr", {}))
+        m["train_minutes"] = m["train_time_s"] / 60
+        m["wall_minutes"] = m.get("wall_time_s", 0) / 60
+        for key, value in m.get("averaged", {}).items():
+            m[f"averaged_{key}"] = value
+        if m.get("averaged"):
+            m["averaged_first"], m["averaged_last"] = m["averaged"]["epochs"][0], m["averaged"]["epochs"][-1]
+        other = ROOT / "results" / run / "other_tests.json"
+        if other.exists():
+            for split, score in json.loads(other.read_text(encoding="utf-8"))["scores"].items():
+                m[f"fp16_{split}"] = score["bleu"]
+        return m
+
+    return read
+
+
+def history(run: str) -> Callable[[], dict]:
+    """results/<run>/history.json (one entry an epoch): ``lowest_val_loss_epoch``, ``lowest_val_loss``, ``epochs``."""
+
+    def read() -> dict:
+        epochs = _json(f"results/{run}/history.json")
+        lowest = min(epochs, key=lambda e: e["val_loss"])
+        return {"lowest_val_loss_epoch": lowest["epoch"], "lowest_val_loss": lowest["val_loss"], "epochs": len(epochs)}
+
+    return read
+
+
+def _outputs_text(cell: dict) -> str:
+    texts = []
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "stream":
+            texts.append("".join(out.get("text", "")))
+        elif "text/plain" in out.get("data", {}):
+            texts.append("".join(out["data"]["text/plain"]))
+    return "".join(texts)
+
+
+def _cell(notebook: str, cell_id: str) -> dict:
+    cells = _json(f"notebooks/{notebook}.ipynb")["cells"]
+    found = [c for c in cells if c.get("id") == cell_id]
+    if not found:
+        raise LookupError(f"notebooks/{notebook}.ipynb has no cell with id {cell_id!r}")
+    return found[0]
+
+
+def output(notebook: str, cell_id: str, pattern: str) -> Callable[[], dict]:
+    """The named groups of ``pattern`` in the saved output of one cell of a solution notebook."""
+
+    def read() -> dict:
+        text = _outputs_text(_cell(notebook, cell_id))
+        match = re.search(pattern, text)
+        if match is None:
+            raise LookupError(f"{notebook} cell {cell_id}: no {pattern!r} in its saved output:\n{text[:2000]}")
+        return match.groupdict()
+
+    return read
+
+
+def _bpe_run(scale: str, merges: int | None) -> dict:
+    """One run of results/bpe_comparison/ (notebook 08's table): its scale ("small" or "all") and merges."""
+    runs = _json("results/bpe_comparison/results.json")["runs"]
+    return next(r for r in runs if r["scale"] == scale and r["bpe_merges"] == merges)
+
+
+def _bpe_rows() -> dict:
+    """Notebook 08's comparison table, one run a row: the row's cells keyed like "small_1000" or "all_words"."""
+    labels = {
+        "small": "`quick` preset: first 6,000 pairs, 8 epochs",
+        "all": "all 29,000 pairs, 5 epochs, warm-up 400, 2,048 tokens a batch",
+    }
+    rows = {}
+    for run in _json("results/bpe_comparison/results.json")["runs"]:
+        merges = run["bpe_merges"]
+        first = merges is None  # the whole-word run opens each scale's rows
+        rows[f"{run['scale']}_{merges or 'words'}"] = (
+            f"| {labels[run['scale']] if first else ''} | {'whole words' if first else f'BPE {merges:,}'} | {run['steps']:,} | "
+            f"{run['bleu']:.1f} | {run['tutorial_bleu']:.1f} | {run['best_val_bleu']:.1f} |"
+        )
+    return rows
+
+
+def _bpe_gains() -> dict:
+    """Gains over whole words on the comparison's test scores (cased, tutorial), and its updates and validation BLEU."""
+    g = {}
+    for scale, merges in (("small", (1000, 2000)), ("all", (2000, 4000, 8000))):
+        words = _bpe_run(scale, None)
+        for m in merges:
+            run = _bpe_run(scale, m)
+            g[f"{scale}_{m}_cased"] = run["bleu"] - words["bleu"]
+            g[f"{scale}_{m}_tut"] = run["tutorial_bleu"] - words["tutorial_bleu"]
+            g[f"{scale}_{m}_steps"], g[f"{scale}_{m}_val"] = run["steps"], run["best_val_bleu"]
+        g[f"{scale}_words_steps"] = words["steps"]
+    g["small_4000_steps"] = _bpe_run("small", 4000)["steps"]
+    return g
+
+
+def _same_setting_spread() -> dict:
+    """The quick preset's runs at an earlier commit (results/quick_cpu_*) against the same settings in the table."""
+    words, bpe = metrics("quick_cpu_words")(), metrics("quick_cpu_bpe1000")()
+    ratio = lambda m: float(re.search(r"ratio = ([\d.]+)", m["bleu_text"]).group(1))  # noqa: E731
+    return {
+        "words": words["bleu"],
+        "words_table": _bpe_run("small", None)["bleu"],
+        "words_ratio": ratio(words),
+        "bpe": bpe["bleu"],
+        "bpe_table": _bpe_run("small", 1000)["bleu"],
+        "bpe_ratio": ratio(bpe),
+        "spread": max(
+            abs(words["bleu"] - _bpe_run("small", None)["bleu"]), abs(bpe["bleu"] - _bpe_run("small", 1000)["bleu"])
+        ),
+    }
+
+
+def _min_freq_row(min_freq: int) -> dict:
+    """Notebook 08's min_freq table (cell 87d65b2b): vocabulary sizes and validation <unk> rates of one row."""
+    row = output(
+        "08_data",
+        "87d65b2b",
+        rf"\n\s+{min_freq}\s+(?P<vde>[\d,]+)\s+(?P<ven>[\d,]+)\s+(?P<ude>[\d.]+)%\s+(?P<uen>[\d.]+)%",
+    )()
+    one_decimal = {k: Decimal(row[k]).quantize(Decimal("0.1"), ROUND_HALF_UP) for k in ("ude", "uen")}  # 2.05 -> 2.1
+    return {**row, **{k: float(v) for k, v in one_decimal.items()}}
+
+
+# --- the rows ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Quote:
+    where: str  # a file of the repository, or notebooks/NN_name.ipynb#cell-id for one markdown cell
+    words: str  # the words as they stand in the text, figures as format fields: "{bleu:.2f} sacreBLEU"
+    record: Callable[[], dict]  # what fills the fields in
+
+
+QUOTES: list[Quote] = [
+    # --- README.md: the committed runs -----------------------------------------------------------------
+    Quote(
+        "README.md",
+        "| 90 min, {steps:,} updates, {epochs:.1f} epochs | {parameters:,} | **{bleu:.2f}** |",
+        metrics(COURSE_RUN),
+    ),
+    Quote("README.md", "| {tutorial_bleu:.2f} |", metrics(COURSE_RUN)),
+    Quote(
+        "README.md", "| 90 min, {steps:,} updates, {epochs:.1f} epochs | {parameters:,} | {bleu:.2f} |", metrics("cpu")
+    ),
+    Quote(
+        "README.md",
+        "| {train_time_s:.0f} s, {steps} updates | {parameters:,} | {bleu:.2f} | greedy | {tutorial_bleu:.2f} |",
+        metrics("quick_cpu_words"),
+    ),
+    Quote(
+        "README.md",
+        "| {train_minutes:.0f} min, {steps:,} updates, {epochs:.1f} epochs | {parameters:,} | **{bleu:.2f}** |",
+        metrics("full"),
+    ),
+    Quote("README.md", "The course's model reaches {bleu:.2f}\nsacreBLEU after 90 minutes", metrics(COURSE_RUN)),
+    Quote(
+        "README.md",
+        "Its validation loss was lowest at epoch {lowest_val_loss_epoch}\n({lowest_val_loss:.2f})",
+        history(COURSE_RUN),
+    ),
+    Quote(
+        "README.md",
+        "a wider model given {steps:,} updates\nin {train_minutes:.0f} minutes on one H100, reaches {bleu:.2f}",
+        metrics("full"),
+    ),
+    # --- results/README.md ---------------------------------------------------------------------------
+    Quote("results/README.md", "**{bleu:.2f}** sacreBLEU, beam 4; notebook 11", metrics(COURSE_RUN)),
+    Quote(
+        "results/README.md",
+        "committed in `full/` with the model (see the section after the next): **{bleu:.2f}**",
+        metrics("full"),
+    ),
+    Quote("results/README.md", "| **{bleu:.2f}** (the fp16 file: {fp16_test_2016_flickr:.2f}) |", metrics(COURSE_RUN)),
+    Quote("results/README.md", "| {tutorial_bleu:.2f} |", metrics(COURSE_RUN)),
+    Quote(
+        "results/README.md",
+        "the averaged model (epochs {averaged_first}–{averaged_last}): validation loss, greedy validation BLEU (first 500 "
+        "sentences) | {averaged_val_loss:.3f}, {averaged_val_bleu:.2f} |",
+        metrics(COURSE_RUN),
+    ),
+    Quote("results/README.md", "| {best_val_bleu:.2f} at epoch {best_epoch} |", metrics(COURSE_RUN)),
+    Quote("results/README.md", "| {train_minutes:.1f} min / {wall_minutes:.1f} min |", metrics(COURSE_RUN)),
+    Quote("results/README.md", "| {steps:,}, {epochs:.2f}, `{stopped}` |", metrics(COURSE_RUN)),
+    Quote("results/README.md", "| {train_tokens_per_s:,.0f} (the first run: 874", metrics(COURSE_RUN)),
+    Quote("results/README.md", "| test_2017_flickr | 1,000 | **{fp16_test_2017_flickr:.2f}** |", metrics(COURSE_RUN)),
+    Quote("results/README.md", "| test_2018_flickr | 1,071 | **{fp16_test_2018_flickr:.2f}** |", metrics(COURSE_RUN)),
+    Quote("results/README.md", "| test_2017_mscoco | 461 | **{fp16_test_2017_mscoco:.2f}** |", metrics(COURSE_RUN)),
+    Quote(
+        "results/README.md",
+        "The validation loss was lowest at epoch {lowest_val_loss_epoch} ({lowest_val_loss:.3f})",
+        history(COURSE_RUN),
+    ),
+    Quote("README.md", "(its fp16 file: {fp16_test_2016_flickr:.2f})", metrics(COURSE_RUN)),
+    Quote("README.md", "bfloat16 autocast ({train_tokens_per_s:,.0f} target tokens/s", metrics(COURSE_RUN)),
+    Quote(
+        "README.md",
+        "{train_tokens_per_s:,.0f} target tokens/s on an idle machine, where the first run shared\nits machine and got 874",
+        metrics(COURSE_RUN),
+    ),
+    Quote(
+        "results/README.md",
+        "scores {gap:.1f} BLEU more in cased 13a BLEU but only {tutorial_gap:.1f} more",
+        lambda: {
+            "gap": metrics("quick_cpu_bpe1000")()["bleu"] - metrics("quick_cpu_words")()["bleu"],
+            "tutorial_gap": metrics("quick_cpu_bpe1000")()["tutorial_bleu"]
+            - metrics("quick_cpu_words")()["tutorial_bleu"],
+        },
+    ),
+    Quote("results/README.md", "(1,048 against {steps})", metrics("quick_cpu_words")),
+    Quote(
+        "docs/teaching.md", "runs/quick (test BLEU {bleu:.2f}): notebooks 10 and 11 load it", metrics("quick_cpu_words")
+    ),
+    # --- docs/teaching.md ----------------------------------------------------------------------------
+    # §11 (the course's model)
+    Quote("docs/teaching.md", "Test score {bleu:.2f} sacreBLEU (cased", metrics(COURSE_RUN)),
+    Quote("docs/teaching.md", "({steps:,} updates; its validation loss was flat from epoch 10", metrics(COURSE_RUN)),
+    Quote("docs/teaching.md", "It scores {bleu:.2f} sacreBLEU, above", metrics(COURSE_RUN)),
+    Quote("docs/teaching.md", "({steps:,} updates), scored {bleu:.2f} (`results/cpu/`)", metrics("cpu")),
+    Quote(
+        "docs/teaching.md",
+        "given {steps:,} updates in {autocast} on one GPU in {train_minutes:.0f} minutes, scores {bleu:.2f}",
+        metrics("full"),
+    ),
+    Quote(
+        "docs/teaching.md",
+        "the validation loss was flat from epoch 10 to about 22 (lowest at {lowest_val_loss_epoch}, by a hair)",
+        history(COURSE_RUN),
+    ),
+    Quote(
+        "docs/teaching.md",
+        "highest at epoch {best_epoch} ({best_val_bleu:.2f}), the best of nine noisy scores. A run without",
+        metrics(COURSE_RUN),
+    ),
+    Quote("docs/teaching.md", "{averaged[val_loss]:.3f} for the mean, against", metrics(COURSE_RUN)),
+    Quote(
+        "docs/teaching.md",
+        "the mean of epochs {averaged[epochs][0]}–{averaged[epochs][4]} (validation BLEU {averaged[val_bleu]:.2f})",
+        metrics(COURSE_RUN),
+    ),
+    Quote(
+        "docs/teaching.md",
+        "validation loss was flat from epoch 10 to about 22 of {epochs} and rose slowly after",
+        history(COURSE_RUN),
+    ),
+    # --- notebook 00 ---------------------------------------------------------------------------------
+    # --- notebook 01 ---------------------------------------------------------------------------------
+    # teaching.md §01 quotes the d_k = 1024 row of the scaling table (cell c12) and the timing's work ratio (c25-timing).
+    Quote(
+        "docs/teaching.md",
+        "at d_k = 1024 the largest weight averages {top} ({top_s} with the scaling) and the softmax Jacobian's norm "
+        "is {jac} ({jac_s} with it).",
+        output(
+            "01_self_attention",
+            "c12",
+            r"\n\s*1024 \|\s+(?P<top>[\d.]+)\s+(?P<top_s>[\d.]+)\s+\|\s+(?P<jac>[\d.]+)\s+(?P<jac_s>[\d.]+)",
+        ),
+    ),
+    Quote(
+        "docs/teaching.md",
+        "({few} of queries get less than 0.01)",
+        output(
+            "01_self_attention",
+            "c12",
+            r"\n\s*1024 \|(?:\s+[\d.]+){2}\s+\|(?:\s+[\d.]+){2}\s+\|(?:\s+[\d.]+){2}\s+\|\s+(?P<few>\d+%)",
+        ),
+    ),
+    Quote(
+        "docs/teaching.md",
+        "attention still wins at n = 256, where it does {times} times the RNN's multiply-adds.",
+        output(
+            "01_self_attention", "c25-timing", r"n = 256: attention does (?P<times>\d+) times the RNN's multiply-adds"
+        ),
+    ),
+    # --- notebook 02 ---------------------------------------------------------------------------------
+    # The untrained heads' figure (cell c16): cell c15 prints the mean of the rows' largest weights, each head's
+    # largest weight and how many rows are nearly one-hot; the text (c17) reads them.
+    Quote(
+        "notebooks/02_multi_head_attention.ipynb#c17",
+        "a row's largest weight averages {mean}, halfway",
+        output("02_multi_head_attention", "c15", r"mean over all rows: (?P<mean>[\d.]+)"),
+    ),
+    Quote(
+        "notebooks/02_multi_head_attention.ipynb#c17",
+        "Only {n} of the {total} rows are nearly one-hot",
+        output("02_multi_head_attention", "c15", r"above 0\.9: (?P<n>\d+) of (?P<total>\d+)"),
+    ),
+    Quote(
+        "notebooks/02_multi_head_attention.ipynb#c17",
+        "put {h2} on *red*. The heads differ, because each has its own projections. In head 0 most words look most at "
+        "themselves (*red* with {h0}); head 1 sends both rows of *a* to *ball* ({h1})",
+        output(
+            "02_multi_head_attention",
+            "c15",
+            r"largest weight in each head: \[(?P<h0>[\d.]+), (?P<h1>[\d.]+), (?P<h2>[\d.]+), (?P<h3>[\d.]+)\]",
+        ),
+    ),
+    # teaching.md §02 quotes the same mean, to one decimal.
+    Quote(
+        "docs/teaching.md",
+        "a row's largest weight averages about {mean:.1f}",
+        lambda: {
+            "mean": float(output("02_multi_head_attention", "c15", r"mean over all rows: (?P<mean>[\d.]+)")()["mean"])
+        },
+    ),
+    # --- notebook 03 ---------------------------------------------------------------------------------
+    # --- notebook 04 ---------------------------------------------------------------------------------
+    # Section 1's norms (cell 521c455a prints four of each; the text quotes their mean) and section 3's similarities
+    # (cell 45fb1263), quoted in the summary and in teaching.md §04.
+    Quote(
+        "notebooks/04_embeddings_and_positional_encoding.ipynb#a68659f7",
+        "lifts the token vectors from norm {raw:.2f} to {scaled:.1f}, next to the positions' {pe:.0f}",
+        lambda: {
+            name: sum(map(float, norms.split(","))) / len(norms.split(","))  # the mean of the four printed norms
+            for name, norms in output(
+                "04_embeddings_and_positional_encoding",
+                "521c455a",
+                r"raw lookup\s*: tensor\(\[(?P<raw>[^\]]+)\]\)[\s\S]*?"
+                r"× √d_model\s*: tensor\(\[(?P<scaled>[^\]]+)\]\)[\s\S]*?"
+                r"positional encodings\s*: tensor\(\[(?P<pe>[^\]]+)\]\)",
+            )().items()
+        },
+    ),
+    Quote(
+        "docs/teaching.md",
+        "(norm ≈ {raw:.2f}) would be about 100 times smaller than the positional ones",
+        lambda: {
+            name: sum(map(float, norms.split(","))) / len(norms.split(","))
+            for name, norms in output(
+                "04_embeddings_and_positional_encoding", "521c455a", r"raw lookup\s*: tensor\(\[(?P<raw>[^\]]+)\]\)"
+            )().items()
+        },
+    ),
+    *(
+        Quote(
+            where,
+            "first drops below 0.5 at distance {b1000} instead of {b10000}",
+            output(
+                "04_embeddings_and_positional_encoding",
+                "45fb1263",
+                r"base 10000: first below 0.5 at distance (?P<b10000>\d+)[\s\S]*base\s+1000: first below 0.5 at "
+                r"distance (?P<b1000>\d+)",
+            ),
+        )
+        for where in ("notebooks/04_embeddings_and_positional_encoding.ipynb#a68659f7", "docs/teaching.md")
+    ),
+    Quote(
+        "docs/teaching.md",
+        "positions 100 apart look more alike ({s100}) than positions 40 apart ({s40})",
+        output(
+            "04_embeddings_and_positional_encoding",
+            "45fb1263",
+            r"base 10000: .*?distance 40: (?P<s40>[\d.]+), at distance 100: (?P<s100>[\d.]+)",
+        ),
+    ),
+    # The summary's longest wavelength at d_model = 64, as a share of 10000·2π: base^((D-2)/D) / base.
+    Quote(
+        "notebooks/04_embeddings_and_positional_encoding.ipynb#a68659f7",
+        "just under $10000\\cdot2\\pi$ (${share:.2f} \\cdot 10000\\cdot2\\pi$ at $d_{{model}}=64$)",
+        lambda: {"share": 10000.0 ** (62 / 64) / 10000.0},
+    ),
+    # --- notebook 05 ---------------------------------------------------------------------------------
+    # --- notebook 06 ---------------------------------------------------------------------------------
+    # --- notebook 07 ---------------------------------------------------------------------------------
+    # Section 8's unrelated source: a uniform guess among the ten symbols, and that guess at the last position alone,
+    # averaged over the ten positions.
+    Quote(
+        "notebooks/07_full_model_copy_task.ipynb#eb1facad",
+        "$\\ln 10 \\approx {guess:.2f}$, a uniform guess among ten symbols",
+        lambda: {"guess": float(Decimal(10).ln())},  # ln 10
+    ),
+    Quote(
+        "notebooks/07_full_model_copy_task.ipynb#3cb010bc",
+        "which costs $\\ln 10 / 10 \\approx {last:.2f}$ on average over the ten positions",
+        lambda: {"last": float(Decimal(10).ln()) / 10},
+    ),
+    # teaching.md §07 quotes the saved notebook: the ablation (cell ablation), the sharpest head of the last layer's
+    # cross-attention (38132c7c) and the masked and mask-free models after 400 steps (58cf6340).
+    Quote(
+        "docs/teaching.md",
+        "({acc}% in the saved run), and its loss at steps 181–200 is lower than the full model's ({without} against {full})",
+        output(
+            "07_full_model_copy_task",
+            "ablation",
+            r"steps 181-200: without self-attention (?P<without>[\d.]+), full model (?P<full>[\d.]+)[\s\S]*?"
+            r"after 200 steps: (?P<acc>[\d.]+)%",
+        ),
+    ),
+    Quote(
+        "docs/teaching.md",
+        "the sharpest head of the last layer (head {best}) peaks on the diagonal in {peak}% of the rows, with {weight}% "
+        "of its weight there on average",
+        output(
+            "07_full_model_copy_task",
+            "38132c7c",
+            r"head (?P<best>\d) \(drawn below\): peaks on the diagonal in (?P<peak>\d+)% of the rows, puts "
+            r"(?P<weight>\d+)% of its weight",
+        ),
+    ),
+    Quote(
+        "docs/teaching.md",
+        "as a masked model's after the same 400 steps ({cl} against {hl} in the saved run; which is lower depends on "
+        "the processor), and teacher-forced accuracy is as high ({ctf}% against {htf}%), but the model gets only "
+        "{cg}% of the symbols right when it has to generate, against {hg}%.",
+        output(
+            "07_full_model_copy_task",
+            "58cf6340",
+            r"with mask\s+(?P<hl>[\d.]+)\s+(?P<htf>[\d.]+)%\s+(?P<hg>[\d.]+)%\s*without mask\s+(?P<cl>[\d.]+)\s+"
+            r"(?P<ctf>[\d.]+)%\s+(?P<cg>[\d.]+)%",
+        ),
+    ),
+    # --- notebook 08 ---------------------------------------------------------------------------------
+    # The BPE comparison (results/bpe_comparison/results.json): its table, one row per run, and the figures the text
+    # reads from it; the same settings at an earlier commit (results/quick_cpu_words, quick_cpu_bpe1000) for the spread.
+    *[
+        Quote("notebooks/08_data.ipynb#bpe-choice", "{%s}" % key, _bpe_rows)
+        for key in (
+            "small_words",
+            "small_1000",
+            "small_2000",
+            "small_4000",
+            "all_words",
+            "all_2000",
+            "all_4000",
+            "all_8000",
+        )
+    ],
+    Quote(
+        "notebooks/08_data.ipynb#bpe-choice",
+        "+{small_1000_cased:.1f} and +{small_2000_cased:.1f} at 6,000 pairs, +{all_4000_cased:.1f} with 4,000 merges",
+        _bpe_gains,
+    ),
+    Quote(
+        "notebooks/08_data.ipynb#bpe-choice",
+        "gains shrink to +{small_1000_tut:.1f} and +{small_2000_tut:.1f}, and on all the data only 4,000 merges beat "
+        "whole words (+{all_4000_tut:.1f})",
+        _bpe_gains,
+    ),
+    Quote(
+        "notebooks/08_data.ipynb#bpe-verdict",
+        "{small_words_steps:,} updates for whole words against {small_4000_steps:,} to {small_1000_steps:,} for subwords "
+        "at 6,000 pairs, and {all_words_steps:,} against {all_8000_steps:,} to {all_2000_steps:,} on all the data",
+        _bpe_gains,
+    ),
+    Quote(
+        "notebooks/08_data.ipynb#bpe-verdict",
+        "({all_4000_val:.1f}, against {all_2000_val:.1f} and {all_8000_val:.1f})",
+        _bpe_gains,
+    ),
+    Quote(
+        "notebooks/08_data.ipynb#bpe-verdict",
+        "output is {words_ratio:.2f} times as long as the references in `13a` tokens, while the subword run beside it "
+        "(`results/quick_cpu_bpe1000/`) writes {bpe_ratio:.2f} times their length",
+        _same_setting_spread,
+    ),
+    Quote(
+        "notebooks/08_data.ipynb#bpe-verdict",
+        "scored {words:.1f} with whole words (`results/quick_cpu_words/`; {words_table:.1f} in the table) and {bpe:.1f} "
+        "with 1,000 merges (`results/quick_cpu_bpe1000/`; {bpe_table:.1f} in the table): {spread:.1f} points apart",
+        _same_setting_spread,
+    ),
+    Quote(
+        "notebooks/08_data.ipynb#bpe-verdict",
+        "as large as the table's cased gaps ({small_1000_cased:.1f}–{small_2000_cased:.1f} and {all_4000_cased:.1f})",
+        _bpe_gains,
+    ),
+    Quote(
+        "notebooks/08_data.ipynb#ed66e874",
+        "subwords gained {all_4000_cased:.1f} cased BLEU on all the data",
+        _bpe_gains,
+    ),
+    Quote("notebooks/08_data.ipynb#ed66e874", "the gain was {all_4000_tut:.1f}: within the", _bpe_gains),
+    Quote("notebooks/08_data.ipynb#ed66e874", "within the {spread:.1f} points one setting moved", _same_setting_spread),
+    Quote("docs/teaching.md", "the same setting moved {spread:.1f} BLEU between two commits", _same_setting_spread),
+    Quote("docs/teaching.md", "4,000 merges gained {all_4000_tut:.1f}", _bpe_gains),
+    Quote(
+        "notebooks/08_data.ipynb#440ca3fb",
+        "the {random:.0f}% above is over all random batches",
+        lambda: {
+            "random": float(
+                output("08_data", "32788906", r"random batches of \d+ pairs: (?P<random>[\d.]+)%")()["random"]
+            )
+        },
+    ),
+    # results/README.md's "Words or subwords" section says the same as the notebook, to two decimals where it can.
+    Quote(
+        "results/README.md",
+        "subwords gain {small_1000_cased:.1f}-{small_2000_cased:.1f} at 6,000 pairs and {all_4000_cased:.1f} with 4,000 "
+        "merges on all the data",
+        _bpe_gains,
+    ),
+    Quote(
+        "results/README.md",
+        "the gains are {small_1000_tut:.1f}-{small_2000_tut:.1f} at 6,000 pairs, and on all the data only 4,000 merges "
+        "beat words (+{all_4000_tut:.1f})",
+        _bpe_gains,
+    ),
+    Quote(
+        "results/README.md",
+        "({small_words_steps:,} against {small_4000_steps:,}-{small_1000_steps:,}; {all_words_steps:,} against "
+        "{all_8000_steps:,}-{all_2000_steps:,})",
+        _bpe_gains,
+    ),
+    Quote(
+        "results/README.md",
+        "scored {words:.2f} with words (`quick_cpu_words/`) and {bpe:.2f} with 1,000 merges (`quick_cpu_bpe1000/`), "
+        "against {words_table:.2f} and {bpe_table:.2f} here: {spread:.1f} BLEU for one setting",
+        _same_setting_spread,
+    ),
+    Quote(
+        "results/README.md",
+        "({all_4000_val:.2f}, against {all_2000_val:.2f} with 2,000 and {all_8000_val:.2f} with 8,000)",
+        _bpe_gains,
+    ),
+    # teaching.md §08 quotes the notebook's vocabulary table (cell 87d65b2b), padding (32788906) and round trip (068e79b9).
+    Quote(
+        "docs/teaching.md",
+        "(`min_freq = 2`: {vde} German, {ven} English entries; {ude:.1f}% and {uen:.1f}% `<unk>` on validation)",
+        lambda: _min_freq_row(2),
+    ),
+    Quote("docs/teaching.md", "text still has some ({ude:.1f}% of German validation tokens)", lambda: _min_freq_row(1)),
+    Quote(
+        "docs/teaching.md",
+        "({random:.0f}% padding with random batches, {bucketed:.0f}% with `TokenBatcher`)",
+        lambda: {
+            k: float(v)
+            for k, v in output(
+                "08_data",
+                "32788906",
+                r"random batches of \d+ pairs: (?P<random>[\d.]+)%\s+padding with TokenBatcher:\s+(?P<bucketed>[\d.]+)%",
+            )().items()
+        },
+    ),
+    Quote(
+        "docs/teaching.md",
+        "they are rare ({n} of {total} sentences)",
+        output(
+            "08_data", "068e79b9", r"of the (?P<n>\d+) differing sentences[\s\S]*?BLEU of all (?P<total>[\d,]+) round"
+        ),
+    ),
+    # --- notebook 09 ---------------------------------------------------------------------------------
+    # teaching.md §09 quotes the quick preset's peak rate, printed by the schedule figure's cell (n09-14).
+    Quote(
+        "docs/teaching.md",
+        "the `quick` preset peaks at step {step}, at 0.3/√(128·100) ≈ {peak}·10⁻³",
+        output("09_training", "n09-14", r"quick: peak (?P<peak>[\d.]+)e-03 at step (?P<step>\d+)"),
+    ),
+    # --- notebook 10 ---------------------------------------------------------------------------------
+    # The quick run's history (cell n10-05) and size (n10-06); teaching.md §10 and "The quick model" quote its test
+    # scores, greedy (n10-04, printed by train()) and beam 4 (n10-20), to the nearest whole point ("about 14").
+    Quote(
+        "notebooks/10_decoding_and_bleu.ipynb#n10-t7",
+        "reached after 300 of its {steps} updates",
+        output("10_decoding_and_bleu", "n10-05", r"epoch 8: step\s+(?P<steps>\d+)"),
+    ),
+    Quote(
+        "notebooks/10_decoding_and_bleu.ipynb#n10-12",
+        "This is a {millions:.2f}M-parameter model",
+        lambda: {
+            "millions": int(
+                output("10_decoding_and_bleu", "n10-06", r"(?P<n>[\d,]+) parameters")()["n"].replace(",", "")
+            )
+            / 1e6
+        },
+    ),
+    *(
+        Quote(
+            "docs/teaching.md",
+            words,
+            lambda: {
+                name: round(float(value))  # whole points, to the nearest
+                for name, value in {
+                    **output(
+                        "10_decoding_and_bleu",
+                        "n10-04",
+                        r"sacreBLEU (?P<greedy>[\d.]+) .*tutorial BLEU \(lowercased, tokenized\) (?P<tutorial>[\d.]+)",
+                    )(),
+                    **output("10_decoding_and_bleu", "n10-20", r"beam 4: BLEU = (?P<beam>[\d.]+)")(),
+                }.items()
+            },
+        )
+        for words in (
+            "(saved notebook: about {greedy} greedy, about {beam} beam 4)",
+            "a different, higher number: about {tutorial} against about {greedy} for the same greedy output",
+            "Expect a test score of\nabout {greedy} sacreBLEU, greedy",
+            'about {tutorial} "tutorial" BLEU)',
+        )
+    ),
+    Quote("docs/teaching.md", "{bleu:.2f} in\n`results/quick_cpu_words/` from another CPU", metrics("quick_cpu_words")),
+    # --- notebook 11 ---------------------------------------------------------------------------------
+    # Section 1 (its cell 5 prints the model, the run and the averaging; cell 7 the curves' epochs).
+    Quote(
+        "notebooks/11_german_english_model.ipynb#134c5a16",
+        "for {train_minutes:.0f} minutes on a 2-core CPU",
+        metrics(COURSE_RUN),
+    ),
+    Quote(
+        "notebooks/11_german_english_model.ipynb#134c5a16", "all {corpus[train]:,} training pairs", metrics(COURSE_RUN)
+    ),
+    Quote(
+        "notebooks/11_german_english_model.ipynb#134c5a16",
+        "Its weights (about {mb} MB)",
+        lambda: {"mb": round((ROOT / pretrained.COURSE_MODEL_PATH).stat().st_size / 1e6)},
+    ),
+    Quote(
+        "notebooks/11_german_english_model.ipynb#134c5a16",
+        "`results/cpu/model_fp16.pt` (test BLEU {bleu:.2f})",
+        metrics("cpu"),
+    ),
+    Quote(
+        "notebooks/11_german_english_model.ipynb#134c5a16",
+        "made {steps:,} updates in its {train_minutes:.0f} minutes",
+        metrics("cpu"),
+    ),
+    Quote(
+        "notebooks/11_german_english_model.ipynb#134c5a16",
+        "updates in its 90 minutes, against {steps:,}",
+        metrics(COURSE_RUN),
+    ),
+    Quote(
+        "notebooks/11_german_english_model.ipynb#134c5a16",
+        "Its batches hold up to {train_config[max_tokens]:,} tokens of each language",
+        metrics(COURSE_RUN),
+    ),
+    Quote(
+        "notebooks/11_german_english_model.ipynb#134c5a16",
+        "Its warm-up is {train_config[warmup]} steps, with the learning rate scaled by {train_config[lr_factor]}",
+        metrics(COURSE_RUN),
+    ),
+    Quote(
+        "notebooks/11_german_english_model.ipynb#134c5a16",
+        "It clips the gradient norm at {train_config[clip_norm]}",
+        metrics(COURSE_RUN),
+    ),
+    Quote(
+        "notebooks/11_german_english_model.ipynb#134c5a16",
+        "the mean of the last {train_config[average_last]} epochs' weights",
+        metrics(COURSE_RUN),
+    ),
+    Quote(
+        "notebooks/11_german_english_model.ipynb#bbe6804a",
+        "on the first {train_config[bleu_val_limit]} validation sentences",
+        metrics(COURSE_RUN),
+    ),
+    Quote(
+        "notebooks/11_german_english_model.ipynb#2260fe36",
+        "Until epoch {above} the training loss sits above the validation loss",
+        lambda: {
+            "above": max(
+                e["epoch"] for e in _json(f"results/{COURSE_RUN}/history.json") if e["train_loss"] > e["val_loss"]
+            )
+        },
+    ),
+    Quote(
+        "notebooks/11_german_english_model.ipynb#2260fe36",
+        "The validation BLEU wanders between {low:.1f} and {high:.1f} from epoch 8 on",
+        lambda: {
+            "low": min(
+                e["val_bleu"] for e in _json(f"results/{COURSE_RUN}/history.json") if e["epoch"] >= 8 and e["val_bleu"]
+            ),
+            "high": max(
+                e["val_bleu"] for e in _json(f"results/{COURSE_RUN}/history.json") if e["epoch"] >= 8 and e["val_bleu"]
+            ),
+        },
+    ),
+    Quote(
+        "notebooks/11_german_english_model.ipynb#2260fe36",
+        "The five epochs it averages have losses from {low:.3f} to {high:.3f}",
+        lambda: {
+            "low": min(e["val_loss"] for e in _json(f"results/{COURSE_RUN}/history.json") if e["epoch"] >= 34),
+            "high": max(e["val_loss"] for e in _json(f"results/{COURSE_RUN}/history.json") if e["epoch"] >= 34),
+        },
+    ),
+    Quote(
+        "notebooks/11_german_english_model.ipynb#2260fe36",
+        "has a loss of {averaged[val_loss]:.3f} (the star in the figure), about epoch {e[epoch]}'s loss ({e[val_loss]:.3f})",
+        lambda: {**metrics(COURSE_RUN)(), "e": _json(f"results/{COURSE_RUN}/history.json")[27]},
+    ),
+    Quote(
+        "notebooks/11_german_english_model.ipynb#2260fe36",
+        "scored, 32 and 36 ({h[31][val_bleu]:.2f} and {h[35][val_bleu]:.2f})",
+        lambda: {"h": _json(f"results/{COURSE_RUN}/history.json")},
+    ),
+    Quote(
+        "notebooks/11_german_english_model.ipynb#2260fe36",
+        "the mean of epochs {averaged[epochs][0]} to {averaged[epochs][4]}",
+        metrics(COURSE_RUN),
+    ),
+    Quote(
+        "notebooks/11_german_english_model.ipynb#2260fe36",
+        "the mean scored {averaged[val_bleu]:.2f}, and the best single epoch, {best_epoch}, scored {best_val_bleu:.2f}",
+        metrics(COURSE_RUN),
+    ),
+    Quote(
+        "notebooks/11_german_english_model.ipynb#2260fe36",
+        "on {train_config[bleu_val_limit]} sentences says little",
+        metrics(COURSE_RUN),
+    ),
+    Quote(
+        "notebooks/11_german_english_model.ipynb#2260fe36",
+        "(greedy, the first {train_config[bleu_val_limit]} sentences)",
+        metrics(COURSE_RUN),
+    ),
+    Quote(
+        "notebooks/11_german_english_model.ipynb#2260fe36",
+        "The run made {steps:,} updates in {train_minutes:.0f} minutes of training",
+        metrics(COURSE_RUN),
+    ),
+    Quote(
+        "notebooks/11_german_english_model.ipynb#2260fe36",
+        "in {autocast}, for {steps:,} updates in {train_minutes:.0f} minutes (`results/full/`, test BLEU {bleu:.2f})",
+        metrics("full"),
+    ),
+    Quote(
+        "notebooks/11_german_english_model.ipynb#2260fe36",
+        "(d_ff {train_config[model][d_ff]}), more dropout ({train_config[model][dropout]})",
+        metrics("full"),
+    ),
+    # Section 5
+    Quote(
+        "notebooks/11_german_english_model.ipynb#3141ccda",
+        "a bigger model, {train_minutes:.0f} minutes, all the data",
+        metrics(COURSE_RUN),
+    ),
+    Quote(
+        "notebooks/11_german_english_model.ipynb#296f5268",
+        "{train_config[max_minutes]:.0f} minutes of training on a CPU, or less if a fast machine finishes its "
+        "{train_config[epochs]} epochs first",
+        metrics(COURSE_RUN),
+    ),
+]
+
+
+def _normalise(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def _text(where: str) -> str:
+    if "#" in where:
+        path, cell_id = where.split("#", 1)
+        return "".join(_cell(Path(path).stem, cell_id)["source"])
+    return (ROOT / where).read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("quote", QUOTES, ids=[f"{q.where}: {q.words[:50]}" for q in QUOTES])
+def test_the_text_quotes_the_record(quote):
+    words = quote.words.format(**quote.record())
+    assert _normalise(words) in _normalise(_text(quote.where)), (
+        f"{quote.where} should say {words!r} (from its record); the text or the record changed"
+    )
+
+
+def test_a_drifted_figure_fails(monkeypatch):
+    quote = QUOTES[0]
+    drifted = dict(quote.record())
+    drifted["bleu"] += 0.01  # the record moves, the text does not
+    words = quote.words.format(**drifted)
+    assert _normalise(words) not in _normalise(_text(quote.where))
+
+
+def test_a_notebook_output_can_be_read():
+    read = output("00_roadmap_and_setup", _first_code_cell_with_output("00_roadmap_and_setup"), r"(?P<any>\S+)")
+    assert read()["any"]
+
+
+def _first_code_cell_with_output(notebook: str) -> str:
+    cells = _json(f"notebooks/{notebook}.ipynb")["cells"]
+    return next(c["id"] for c in cells if c["cell_type"] == "code" and _outputs_text(c).strip())
