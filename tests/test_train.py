@@ -578,10 +578,10 @@ def test_precision_chooses_the_autocast():
     assert dtype is torch.bfloat16
     with autocast():
         assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.bfloat16
-    with pytest.raises(ValueError, match="precision must be auto, float32 or bfloat16, got 'half'"):
+    with pytest.raises(ValueError, match="precision must be auto, native, float32 or bfloat16, got 'half'"):
         autocast_for(cpu, "half")
     with pytest.raises(
-        ValueError, match=r"^TrainConfig: precision must be one of auto, float32, bfloat16, got 'fp16'$"
+        ValueError, match=r"^TrainConfig: precision must be one of auto, native, float32, bfloat16, got 'fp16'$"
     ):
         TOY_CONFIG.replace(precision="fp16")
 

@@ -30,10 +30,10 @@ from transformer_lessons.cli_args import (
     seed_int,
     split_name,
 )
-from transformer_lessons.config import MAX_BEAM_SIZE, PRECISIONS
+from transformer_lessons.config import MAX_BEAM_SIZE, PRECISIONS, TRAIN_PRESETS
 from transformer_lessons.data import SPLITS
 
-PRESETS = ("quick", "cpu", "full")
+PRESETS = tuple(TRAIN_PRESETS)  # quick, laptop, cpu, full
 DEFAULT_MODEL_HELP = (
     "default: runs/<mode>/best.pt, then the other presets' best.pt, else the course's trained model: "
     "committed in the repository, downloaded once where there is no clone, replaced by $TRANSFORMER_LESSONS_MODEL"
@@ -122,7 +122,7 @@ def _add_train(sub) -> None:
         "--preset",
         choices=PRESETS,
         default=None,
-        help="quick: CPU, ~2 min; cpu: the course's translator on a CPU, 90 min; full: one GPU, ~15 min (default: $TRANSFORMER_LESSONS_MODE, else full with a GPU, quick without)",
+        help="quick: CPU, ~2 min, a toy; laptop: your own translator, 10 min of training on a CPU; cpu: the course's translator on a CPU, 90 min; full: one GPU, ~15 min (default: $TRANSFORMER_LESSONS_MODE, else full with a GPU, quick without)",
     )
     p.add_argument(
         "--out",
@@ -173,8 +173,8 @@ def _add_train(sub) -> None:
     p.add_argument(
         "--precision",
         choices=PRECISIONS,
-        help="auto (default): bfloat16 autocast on recent GPUs, float32 elsewhere; "
-        "bfloat16: on a CPU too (faster steps); float32: never",
+        help="auto (default): bfloat16 autocast on recent GPUs, float32 elsewhere; native: also on a CPU with "
+        "bfloat16 arithmetic (AVX512-BF16, AMX, Apple M2+); bfloat16: on any CPU too; float32: never",
     )
     p.add_argument(
         "--tensorboard",

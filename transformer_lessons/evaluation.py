@@ -111,6 +111,7 @@ def final_test(run: Run, state: TrainState, stopped: str) -> dict:
     # Whole epochs from the history, plus the epoch a time limit stopped inside (its counts are in the state).
     tokens = sum(h["tokens_per_s"] * h["epoch_time_s"] for h in state.history) + state.epoch_tokens
     partial = round(state.batch_in_epoch / len(run.batcher), 3) if state.batch_in_epoch else 0  # 0.5: half-way through
+    whole = sum(h.get("partial", 1) for h in state.history)  # a to_end run's last epoch may be a part-epoch
     metrics = {
         "preset": config.name,
         "test_2016_flickr": test,
@@ -118,8 +119,8 @@ def final_test(run: Run, state: TrainState, stopped: str) -> dict:
         "averaged": averaged,
         "best_epoch": state.best_epoch,
         "best_val_bleu": state.best_val_bleu if state.best_epoch is not None else None,
-        "epochs": len(state.history) + partial,
-        "epochs_completed": len(state.history),
+        "epochs": round(whole + partial, 3),
+        "epochs_completed": sum(1 for h in state.history if "partial" not in h),
         "steps": state.step,
         "stopped": stopped,
         "train_time_s": state.train_time_s,  # every call of the run together, evaluation excluded

@@ -3,13 +3,16 @@
 - :func:`resolve_device`: a device string checked against what this machine has.
 - :func:`autocast_dtype` / :func:`autocast_for`: bfloat16 on recent NVIDIA GPUs, float32 elsewhere,
   unless a run asks for a precision (``TrainConfig.precision``).
+- :func:`cpu_has_native_bfloat16`: whether this CPU computes bfloat16 in hardware (``precision="native"``).
 - :func:`device_name`: the device as a run's record names it.
 """
 
 from __future__ import annotations
 
 import platform
+import subprocess
 from contextlib import nullcontext
+from pathlib import Path
 
 import torch
 
@@ -64,12 +67,44 @@ def autocast_dtype(device_type: str, capability: tuple[int, int] | None = None) 
     return torch.bfloat16 if tuple(capability) >= (8, 0) else None
 
 
+#: CPU flags (Linux /proc/cpuinfo) of bfloat16 arithmetic in hardware: AVX512-BF16 (Intel Cooper Lake and later
+#: Xeons, AMD Zen 4 and later) and AMX (Intel Sapphire Rapids and later). Without them PyTorch converts.
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def cpu_has_native_bfloat16(cpuinfo: str | None = None, system: str | None = None) -> bool:
+    """Whether this CPU computes bfloat16 in hardware, so that bfloat16 autocast makes training steps faster.
+
+    Linux: one of :data:`BF16_CPU_FLAGS` in ``/proc/cpuinfo`` (``cpuinfo`` replaces the file, for tests).
+    macOS on Apple silicon: ``sysctl hw.optional.arm.FEAT_BF16`` (M2 and later). Anything else, or
+    anything unreadable: ``False`` (float32, the safe choice).
+    """
+    system = system or platform.system()
+    try:
+        if system == "Linux":
+            text = cpuinfo if cpuinfo is not None else Path("/proc/cpuinfo").read_text(errors="replace")
+            flags = {
+                word for line in text.splitlines() if line.startswith(("flags", "Features")) for word in line.split()
+            }
+            return any(flag in flags for flag in BF16_CPU_FLAGS) or "bf16" in flags  # "bf16": an Arm CPU's feature
+        if system == "Darwin":
+            out = subprocess.run(
+                ["sysctl", "-n", "hw.optional.arm.FEAT_BF16"], capture_output=True, text=True, timeout=5, check=False
+            )
+            return out.stdout.strip() == "1"
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return False
+
+
 def autocast_for(device: torch.device, precision: str = "auto"):
     """``(dtype, autocast)`` for training on ``device``: the dtype autocast computes in, and a
     callable that opens the matching ``torch.autocast`` context (a no-op context for float32).
 
     ``precision`` is ``TrainConfig.precision``: ``"auto"`` is :func:`autocast_dtype`'s choice,
-    ``"bfloat16"`` autocasts on any device (a CPU included), ``"float32"`` never does. Autocast
+    ``"native"`` is that choice or, on a CPU that computes bfloat16 in hardware
+    (:func:`cpu_has_native_bfloat16`), bfloat16; ``"bfloat16"`` autocasts on any device (a CPU
+    included), ``"float32"`` never does. Autocast
     runs the matrix products in bfloat16; the weights, their gradients and Adam's state stay
     float32, and the loss computes its log-softmax in float32 (:mod:`.loss`), as does the
     attention's softmax (the fused kernel accumulates in float32; the explicit one casts).
@@ -78,11 +113,13 @@ def autocast_for(device: torch.device, precision: str = "auto"):
         return None, nullcontext
     if precision == "bfloat16":
         dtype = torch.bfloat16
-    elif precision == "auto":
+    elif precision in ("auto", "native"):
         capability = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
         dtype = autocast_dtype(device.type, capability)
+        if precision == "native" and device.type == "cpu" and cpu_has_native_bfloat16():
+            dtype = torch.bfloat16
     else:
-        raise ValueError(f"precision must be auto, float32 or bfloat16, got {precision!r}")
+        raise ValueError(f"precision must be auto, native, float32 or bfloat16, got {precision!r}")
     if dtype is None:
         return None, nullcontext
     return dtype, lambda: torch.autocast(device.type, dtype=dtype)
@@ -95,4 +132,4 @@ def device_name(device: torch.device) -> str:
     return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
 
 
-__all__ = ["autocast_dtype", "autocast_for", "device_name", "resolve_device"]
+__all__ = ["autocast_dtype", "autocast_for", "cpu_has_native_bfloat16", "device_name", "resolve_device"]

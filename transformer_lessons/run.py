@@ -40,7 +40,7 @@ from transformer_lessons.hardware import autocast_for
 from transformer_lessons.interrupt import StepBoundary, StopRequested, quiet_in_notebooks
 from transformer_lessons.loss import LabelSmoothingLoss
 from transformer_lessons.model import Transformer
-from transformer_lessons.run_state import Run, TrainState, checkpoint_dict, read_resumable, restore, save_last
+from transformer_lessons.run_state import Budget, Run, TrainState, checkpoint_dict, read_resumable, restore, save_last
 from transformer_lessons.rundir import (
     default_out_dir,
     make_out_dir,
@@ -48,7 +48,7 @@ from transformer_lessons.rundir import (
     remove_stale_temporary_files,
     run_lock,
 )
-from transformer_lessons.schedule import noam_scheduler
+from transformer_lessons.schedule import noam_scheduler, to_end_scheduler
 from transformer_lessons.scheduled_sampling import scheduled_inputs, scheduled_probability, step_generator
 from transformer_lessons.tensorboard import (
     check_tensorboard,
@@ -75,6 +75,13 @@ def build_run(
     amp_dtype, autocast = autocast_for(device, config.precision)
     criterion = LabelSmoothingLoss(len(corpus.tgt_vocab), corpus.tgt_vocab.pad_id, config.smoothing)
     step_model = dist.wrap(model)
+    batcher = corpus.batcher("train", config.max_tokens, shuffle=True, seed=config.seed, max_len=config.model.max_len)
+    budget, d_model = None, config.model.d_model
+    if config.schedule == "to_end":
+        budget = Budget(config.max_minutes, config.epochs * len(batcher))
+        scheduler = to_end_scheduler(optimizer, d_model, config.warmup, config.lr_factor, lambda: budget.spent)
+    else:
+        scheduler = noam_scheduler(optimizer, d_model, config.warmup, config.lr_factor)
     return Run(
         config=config,
         corpus=corpus,
@@ -82,12 +89,11 @@ def build_run(
         device=device,
         model=model,
         optimizer=optimizer,
-        scheduler=noam_scheduler(optimizer, config.model.d_model, config.warmup, config.lr_factor),
+        scheduler=scheduler,
         criterion=criterion,
         step_criterion=ShardedLoss(criterion, dist) if dist.active else criterion,
-        batcher=corpus.batcher(
-            "train", config.max_tokens, shuffle=True, seed=config.seed, max_len=config.model.max_len
-        ),
+        batcher=batcher,
+        budget=budget,
         step_model=torch.compile(step_model, dynamic=True)
         if (config.compile and device.type == "cuda")
         else step_model,
@@ -143,6 +149,17 @@ def _diverged(run: Run, state: TrainState, err: DivergedError) -> DivergedError:
 def _scheduled_p(run: Run, state: TrainState) -> float:
     """The scheduled sampling probability for the next update (0: plain teacher forcing, the paper's)."""
     return scheduled_probability(run.config.scheduled_sampling, run.config.scheduled_sampling_ramp, state.step)
+
+
+def _bar_extras(run: Run, state: TrainState) -> dict[str, str]:
+    """The progress bar's other fields: the last validation BLEU, and the minutes left of a time limit."""
+    extras = {}
+    bleus = [h["val_bleu"] for h in state.history if h.get("val_bleu") is not None]
+    if bleus:
+        extras["val_BLEU"] = f"{bleus[-1]:.1f}"
+    if run.config.max_minutes is not None:
+        extras["left"] = f"{max(run.config.max_minutes - state.train_time_s / 60, 0):.1f} min"
+    return extras
 
 
 def run_epoch(run: Run, state: TrainState, guard: StepBoundary) -> str:
@@ -204,11 +221,15 @@ def run_epoch(run: Run, state: TrainState, guard: StepBoundary) -> str:
                 state.epoch_time_s += now - since
                 state.train_time_s += now - since
                 since = now
+                if run.budget is not None:
+                    run.budget.update(state)
             if run.writer is not None:
                 log_step(run.writer, state.step, loss.item(), lr, p)
             bar.update(1)
             if run.progress and (state.step % 10 == 0 or i + 1 == len(run.batcher)):
-                bar.set_postfix(loss=f"{loss.item():.3f}", lr=f"{run.scheduler.get_last_lr()[0]:.2e}")
+                bar.set_postfix(
+                    loss=f"{loss.item():.3f}", lr=f"{run.scheduler.get_last_lr()[0]:.2e}", **_bar_extras(run, state)
+                )
             if run.max_steps is not None and state.step >= run.max_steps:
                 return "max_steps"
         return "done"
@@ -221,6 +242,11 @@ def end_epoch(run: Run, state: TrainState, last: bool, guard: StepBoundary) -> N
     val_loss, val_ppl, val_bleu = validate(run, with_bleu=(state.epoch + 1) % run.config.eval_every == 0 or last)
     entry = {
         "epoch": state.epoch + 1,
+        **(
+            {"partial": round(state.batch_in_epoch / len(run.batcher), 3)}
+            if 0 < state.batch_in_epoch < len(run.batcher)
+            else {}
+        ),
         "step": state.step,
         "train_loss": state.epoch_loss / max(state.epoch_tokens, 1),
         "val_loss": val_loss,
@@ -314,6 +340,17 @@ def train_epochs(run: Run, state: TrainState) -> str:
         try:
             while state.epoch < config.epochs and stopped == "done":
                 stopped = run_epoch(run, state, guard)
+                if stopped == "time_limit" and config.schedule == "to_end" and state.batch_in_epoch:
+                    # the schedule ended with the budget: the part-epoch is the run's last, evaluated like a whole one
+                    end_epoch(run, state, last=True, guard=guard)
+                    if run.log:
+                        print(
+                            f"time limit: {state.train_time_s / 60:.1f} min of training (max_minutes={config.max_minutes}) used up "
+                            f"in epoch {state.epoch} ({state.history[-1].get('partial', 1):.0%} of it), step {state.step}; "
+                            "the schedule ended with it",
+                            flush=True,
+                        )
+                    break
                 if stopped != "done":  # inside an epoch: keep its position, do not log it as an epoch
                     save_last(run, state)
                     if stopped == "time_limit" and run.log:

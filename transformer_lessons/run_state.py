@@ -92,6 +92,25 @@ class TrainState:
 
 
 @dataclass
+class Budget:
+    """How much of a run's budget is spent, from 0 to 1: what the ``to_end`` schedule reads at every update.
+
+    The larger of the training time over ``max_minutes`` (when set) and the updates over
+    ``total_steps`` (the epochs' batches); :meth:`update` sets it from the run's state.
+    """
+
+    max_minutes: float | None
+    total_steps: int
+    spent: float = 0.0
+
+    def update(self, state: "TrainState") -> None:
+        parts = [state.step / max(self.total_steps, 1)]
+        if self.max_minutes is not None:
+            parts.append(state.train_time_s / (60 * self.max_minutes))
+        self.spent = min(max(parts), 1.0)
+
+
+@dataclass
 class Run:
     """What a training call works with: the settings, the data, the model and its optimizer, and where it writes."""
 
@@ -114,6 +133,7 @@ class Run:
     dist: Distributed = field(default_factory=Distributed)  # this process's rank under torchrun (:mod:`.distributed`)
     step_criterion: nn.Module | None = None  # the loss the steps train on: criterion, or its ShardedLoss under torchrun
     started: float = field(default_factory=lambda: _clock())  # when this call began
+    budget: Budget | None = None  # what the to_end schedule has spent (config.schedule); None under "noam"
 
     @property
     def last_path(self) -> Path:
@@ -238,7 +258,10 @@ def restore(run: Run, ckpt: dict) -> TrainState:
     run.optimizer.load_state_dict(ckpt["optimizer"])
     run.scheduler.load_state_dict(ckpt["scheduler"])
     _set_rng_state(ckpt["rng"])
-    return TrainState.from_checkpoint(ckpt)
+    state = TrainState.from_checkpoint(ckpt)
+    if run.budget is not None:
+        run.budget.update(state)
+    return state
 
 
 __all__ = ["Run", "TrainState", "checkpoint_dict", "read_resumable", "restore", "save_last"]

@@ -1,11 +1,19 @@
-"""The learning-rate schedule of the paper (§5.3, Eq. 3): a linear warm-up, then 1/sqrt(step).
+"""The learning-rate schedules: the paper's (§5.3, Eq. 3), and one that ends with the run's budget.
 
-:func:`noam_rate` is the formula, the only one in the course; :func:`noam_scheduler`
-applies it to an optimizer. (The name "Noam" is the Annotated Transformer's, after
-Noam Shazeer.)
+:func:`noam_rate` is the paper's formula: a linear warm-up, then 1/sqrt(step); :func:`noam_scheduler`
+applies it to an optimizer. (The name "Noam" is the Annotated Transformer's, after Noam Shazeer.)
+
+:func:`to_end_rate` warms up to the same peak, then falls in a straight line to zero as the run's
+budget is spent: its time limit, or its epochs. The paper's curve never ends (a run stopped
+after ten minutes stops at nearly its peak rate); a run that knows its end can anneal into it,
+which is what a short run on a laptop needs (the ``laptop`` preset). Decaying linearly to zero
+is the schedule Bergsma et al. (2025, "Straight to Zero: Why Linearly Decaying the Learning Rate
+to Zero Works Best for LLMs") found best among those they compared for a known training length.
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 import torch
 
@@ -42,3 +50,32 @@ def noam_scheduler(
         group["lr"] = 1.0
         group["initial_lr"] = 1.0
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: noam_rate(i + 1, d_model, warmup, factor))
+
+
+def to_end_rate(step: int, spent: float, d_model: int, warmup: int, factor: float = 1.0) -> float:
+    """The rate at update ``step`` when the fraction ``spent`` (0 to 1) of the run's budget is used up.
+
+    ``factor · (d_model · warmup)^-0.5 · min(step / warmup, 1) · (1 - spent)``: the same
+    linear warm-up and the same peak as :func:`noam_rate` (so ``factor`` means what it means
+    there), then a straight line down to zero at the end of the budget. ``spent`` is clipped to [0, 1].
+    """
+    if d_model <= 0 or warmup <= 0:
+        raise ValueError(f"d_model and warmup must be positive, got d_model={d_model}, warmup={warmup}")
+    step = max(int(step), 1)
+    left = 1.0 - min(max(float(spent), 0.0), 1.0)
+    return factor * (d_model * warmup) ** -0.5 * min(step / warmup, 1.0) * left
+
+
+def to_end_scheduler(
+    optimizer: torch.optim.Optimizer, d_model: int, warmup: int, factor: float, spent: Callable[[], float]
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """A ``LambdaLR`` that sets the rate to :func:`to_end_rate`, asking ``spent()`` for the budget used so far.
+
+    As :func:`noam_scheduler`, every group's base rate becomes 1. ``spent`` is read at every
+    update (a run's time limit is measured while it trains), so the curve is not a function of the
+    step alone: on a slower machine the same run warms up over the same steps and ends at zero all the same.
+    """
+    for group in optimizer.param_groups:
+        group["lr"] = 1.0
+        group["initial_lr"] = 1.0
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: to_end_rate(i + 1, spent(), d_model, warmup, factor))

@@ -78,4 +78,11 @@ def make_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimiz
     return torch.optim.Adam(model.parameters(), lr=1.0, betas=config.betas, eps=config.eps)
 
 
-__all__ = ["make_optimizer", "train_step"]
+def adam_implementations() -> dict[str, dict]:
+    """PyTorch's three Adam implementations as keyword arguments: a Python loop over the tensors, ``foreach``
+    (one call for all tensors of a kind) and ``fused`` (one kernel for the whole update; CPUs since PyTorch 2.4).
+    The same update, each summing in its own order; ``benchmarks/bench_profile.py --compare-adam`` times them."""
+    return {"loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}
+
+
+__all__ = ["adam_implementations", "make_optimizer", "train_step"]

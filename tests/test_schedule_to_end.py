@@ -1,0 +1,199 @@
+"""The ``to_end`` schedule and the ``laptop`` preset: a run that knows its budget anneals into its end.
+
+- :func:`to_end_rate` warms up exactly as the paper's curve, peaks at the same rate, then falls in a
+  straight line to zero as the budget is spent;
+- a run's :class:`Budget` is the larger of its time over ``max_minutes`` and its updates over its epochs;
+- a run with a time limit ends at a rate of (nearly) zero, evaluates the part-epoch the limit stopped in
+  as its last epoch (history, ``best.pt``, ``metrics.json``), and one that is given more time resumes;
+- ``precision="native"`` is bfloat16 on a CPU with bfloat16 arithmetic only;
+- the ``laptop`` preset is on the command line and trains end to end.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from test_train import TOY_CONFIG, StepClock, toy_corpus
+from transformer_lessons import hardware
+from transformer_lessons.__main__ import main
+from transformer_lessons.config import TRAIN_PRESETS, TrainConfig
+from transformer_lessons.run import train
+from transformer_lessons.run_state import Budget, TrainState
+from transformer_lessons.schedule import noam_rate, to_end_rate, to_end_scheduler
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return toy_corpus()
+
+
+def test_the_warm_up_and_the_peak_are_the_papers():
+    d, w, f = 256, 300, 0.7
+    for step in (1, 50, 150, 299, 300):
+        assert math.isclose(to_end_rate(step, 0.0, d, w, f), noam_rate(step, d, w, f), rel_tol=1e-12)
+    peak = noam_rate(w, d, w, f)
+    assert math.isclose(to_end_rate(w, 0.0, d, w, f), peak)
+    # after the warm-up the rate depends on the budget spent, not on the step
+    assert to_end_rate(5000, 0.0, d, w, f) == pytest.approx(peak) > noam_rate(5000, d, w, f)
+
+
+@pytest.mark.parametrize("spent", [0.0, 0.25, 0.5, 0.9, 1.0])
+def test_after_the_warm_up_it_falls_in_a_straight_line_to_zero(spent):
+    peak = to_end_rate(1000, 0.0, 256, 300)
+    assert to_end_rate(1000, spent, 256, 300) == pytest.approx(peak * (1 - spent), abs=1e-15)
+
+
+def test_a_budget_spent_beyond_its_ends_is_clipped():
+    assert to_end_rate(400, 1.7, 256, 300) == 0.0
+    assert to_end_rate(400, -0.5, 256, 300) == to_end_rate(400, 0.0, 256, 300)
+    with pytest.raises(ValueError, match="d_model and warmup must be positive"):
+        to_end_rate(1, 0.0, 256, 0)
+
+
+def test_the_scheduler_asks_the_budget_at_every_update():
+    weight = torch.nn.Parameter(torch.zeros(2))
+    optimizer = torch.optim.SGD([weight], lr=0.1)
+    spent = [0.0]
+    scheduler = to_end_scheduler(optimizer, d_model=64, warmup=2, factor=1.0, spent=lambda: spent[0])
+    rates = []
+    for now in (0.0, 0.0, 0.5, 0.75, 1.0):
+        spent[0] = now
+        optimizer.step()
+        scheduler.step()
+        rates.append(optimizer.param_groups[0]["lr"])
+    peak = (64 * 2) ** -0.5
+    assert rates == pytest.approx([peak, peak, peak / 2, peak / 4, 0.0])
+
+
+def test_a_budget_is_the_larger_of_time_and_updates():
+    budget = Budget(max_minutes=10.0, total_steps=1000)
+    budget.update(TrainState(step=100, train_time_s=300.0))  # a tenth of the updates, half the time
+    assert budget.spent == pytest.approx(0.5)
+    budget.update(TrainState(step=900, train_time_s=60.0))  # a fast machine: the epochs end first
+    assert budget.spent == pytest.approx(0.9)
+    budget.update(TrainState(step=2000, train_time_s=9999.0))
+    assert budget.spent == 1.0
+    untimed = Budget(max_minutes=None, total_steps=40)
+    untimed.update(TrainState(step=10, train_time_s=1e6))
+    assert untimed.spent == pytest.approx(0.25)
+
+
+def test_a_run_without_a_time_limit_ends_its_epochs_at_a_rate_near_zero(tmp_path, corpus):
+    config = TOY_CONFIG.replace(schedule="to_end", epochs=3, warmup=5, eval_every=3)
+    result = train(config, corpus, out_dir=tmp_path, device="cpu", progress=False, evaluate_test=False)
+    steps = result["step"]
+    last_rate = to_end_rate(steps, (steps - 1) / steps, 32, 5, config.lr_factor)  # the rate of the last update
+    assert result["history"][-1]["lr"] == pytest.approx(to_end_rate(steps + 1, 1.0, 32, 5, config.lr_factor)) == 0.0
+    assert 0 < last_rate < 0.05 * to_end_rate(5, 0.0, 32, 5, config.lr_factor)
+    paper = train(
+        config.replace(schedule="noam"),
+        corpus,
+        out_dir=tmp_path / "noam",
+        device="cpu",
+        progress=False,
+        evaluate_test=False,
+    )
+    assert paper["history"][-1]["lr"] > 0.1 * to_end_rate(5, 0.0, 32, 5, config.lr_factor), (
+        "the paper's curve never ends"
+    )
+
+
+def test_a_time_limit_ends_the_schedule_and_its_part_epoch_is_evaluated(tmp_path, corpus, monkeypatch, capsys):
+    StepClock(monkeypatch)  # one second per update
+    config = TOY_CONFIG.replace(schedule="to_end", epochs=30, warmup=3, eval_every=100)
+    steps_per_epoch = len(corpus.batcher("train", config.max_tokens, max_len=config.model.max_len))
+    cap_s = steps_per_epoch + 4  # four updates into the second epoch
+    result = train(config, corpus, out_dir=tmp_path, device="cpu", progress=False, max_minutes=cap_s / 60)
+    assert result["stopped"] == "time_limit" and result["step"] == cap_s
+    first, last = result["history"]
+    assert "partial" not in first and last["partial"] == round(4 / steps_per_epoch, 3)
+    assert last["val_bleu"] is not None and first["val_bleu"] is None  # BLEU only at the end (eval_every=100)
+    assert last["lr"] == 0.0 and result["best_epoch"] == 2  # best.pt holds the annealed weights
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["epochs"] == round(1 + 4 / steps_per_epoch, 3) and metrics["epochs_completed"] == 1
+    assert metrics["tested"] == "best.pt" and metrics["train_time_s"] == cap_s
+    assert "the schedule ended with it" in capsys.readouterr().out
+
+    # given more time, the run goes on from the next epoch with the budget it has left
+    more = train(
+        config,
+        corpus,
+        out_dir=tmp_path,
+        device="cpu",
+        progress=False,
+        max_minutes=(cap_s + 5) / 60,
+        evaluate_test=False,
+    )
+    assert more["step"] == cap_s + 5 and more["history"][-1]["lr"] == 0.0
+
+
+@pytest.mark.parametrize(
+    "cpuinfo, expected",
+    [
+        ("flags\t\t: fpu sse2 avx2 avx512f avx512_bf16 amx_tile\n", True),
+        ("flags\t\t: fpu sse2 avx2 amx_bf16\n", True),
+        ("Features\t: fp asimd bf16 i8mm\n", True),  # an Arm server
+        ("flags\t\t: fpu sse2 avx2 avx512f avx512bw\n", False),  # AVX-512 but no bfloat16 arithmetic
+        ("", False),
+    ],
+)
+def test_native_bfloat16_is_read_from_the_cpus_flags(cpuinfo, expected):
+    assert hardware.cpu_has_native_bfloat16(cpuinfo, system="Linux") is expected
+
+
+@pytest.mark.parametrize("native, expected", [(True, torch.bfloat16), (False, None)])
+def test_native_precision_is_bfloat16_only_where_the_cpu_computes_it(monkeypatch, native, expected):
+    monkeypatch.setattr(hardware, "cpu_has_native_bfloat16", lambda *a, **k: native)
+    assert hardware.autocast_for(torch.device("cpu"), "native")[0] is expected
+    assert hardware.autocast_for(torch.device("cpu"), "auto")[0] is None  # auto stays float32 on every CPU
+
+
+def test_the_laptop_preset_is_what_its_comment_says():
+    laptop, cpu = TRAIN_PRESETS["laptop"], TRAIN_PRESETS["cpu"]
+    assert laptop.schedule == "to_end" and laptop.max_minutes == 10.0 and laptop.precision == "native"
+    # the cpu preset's data, so the course's cache serves both
+    assert (laptop.bpe_merges, laptop.min_freq, laptop.limit, laptop.drop_longer_than) == (
+        cpu.bpe_merges,
+        cpu.min_freq,
+        cpu.limit,
+        cpu.drop_longer_than,
+    )
+    assert laptop.model.n_layers == 2 and laptop.model.dropout == 0.0 and laptop.average_last == 1
+    assert TrainConfig.from_dict(laptop.to_dict()) == laptop
+
+
+def test_train_laptop_runs_end_to_end_from_the_command_line(tmp_path, monkeypatch, capsys):
+    corpus_file = tmp_path / "toy.json.gz"
+    corpus = toy_corpus()
+    # the laptop preset's data settings, so that train takes the toy corpus without a warning
+    corpus.info.update(min_freq=2, drop_longer_than=None, limit=None, bpe_merges=4000)
+    corpus.save(corpus_file)
+    StepClock(monkeypatch)
+    main(
+        [
+            "train",
+            "--preset",
+            "laptop",
+            "--corpus",
+            str(corpus_file),
+            "--out",
+            str(tmp_path / "run"),
+            "--max-minutes",
+            str(7 / 60),
+            "--device",
+            "cpu",
+            "--quiet",
+            "--bleu-val-limit",
+            "5",
+            "--beam",
+            "1",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert "time limit: 0.1 min of training (max_minutes=0.11666666666666667) used up in epoch 1" in out
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["preset"] == "laptop" and metrics["steps"] == 7 and metrics["train_config"]["schedule"] == "to_end"
