@@ -33,6 +33,7 @@ from typing import Callable
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch import nn
 
 from transformer_lessons.rotary import apply_rotary
@@ -104,6 +105,23 @@ def scaled_dot_product_attention(
         weights = weights.masked_fill(~mask, 0.0)
     mixed = weights if dropout is None else dropout(weights)
     return mixed @ value, weights  # (..., T, S) @ (..., S, Dv) -> (..., T, Dv)
+
+
+#: Take PyTorch's plain ("math") kernel for bfloat16 on a CPU. Its fused CPU kernel runs ~7x slower there at the
+#: course's sizes (about 100 sentences, 17 positions, 8 heads of 32; forward and backward: 33 ms against 4-6 ms on
+#: the course's 2-core machine), though 2x faster in float32; benchmarks/bench_profile.py --compare-attention times both.
+CPU_BFLOAT16_MATH_KERNEL = True
+
+
+def fused_sdpa(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout_p: float = 0.0
+) -> torch.Tensor:
+    """``F.scaled_dot_product_attention`` with the bool mask (True = may attend), in the fastest kernel for the
+    device and dtype: the same numbers up to float rounding, whichever kernel computes them."""
+    if CPU_BFLOAT16_MATH_KERNEL and q.device.type == "cpu" and q.dtype == torch.bfloat16:
+        with sdpa_kernel(SDPBackend.MATH):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
 
 
 class MultiHeadAttention(nn.Module):
@@ -285,7 +303,7 @@ class MultiHeadAttention(nn.Module):
             if mask is not None:
                 _check_mask(mask)  # F.sdpa shares our convention: bool, True = may attend
             p = self.dropout.p if self.training else 0.0
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # (B, H, T, Dh)
+            out = fused_sdpa(q, k, v, mask, p)  # (B, H, T, Dh)
             self.attn_weights = None
         if self._head_mask is not None:  # a switched-off head's output is 0 before W^O mixes the heads
             out = out * self._head_mask.to(out).view(-1, 1, 1)  # (B, H, T, Dh) * (H, 1, 1); bool -> 0/1
