@@ -174,7 +174,7 @@ def _add_train(sub) -> None:
         "--precision",
         choices=PRECISIONS,
         help="auto (default): bfloat16 autocast on recent GPUs, float32 elsewhere; native: also on a CPU with "
-        "bfloat16 arithmetic (AVX512-BF16, AMX, Apple M2+); bfloat16: on any CPU too; float32: never",
+        "bfloat16 arithmetic (Linux: AVX512-BF16, AMX or Arm bf16); bfloat16: on any CPU too; float32: never",
     )
     p.add_argument(
         "--tensorboard",

@@ -313,7 +313,7 @@ TRAIN_PRESETS: dict[str, TrainConfig] = {
     # - 2 layers each side, not 3: ~1.35x the updates per minute, and in the pilots (equal updates, on a GPU) better
     #   than 3 or 4 layers at this length;
     # - no dropout: ~7 epochs are too few to overfit, and dropout only slowed learning in the pilots;
-    # - "native" precision: bfloat16 where the CPU computes it in hardware (1.34x the steps here), float32 elsewhere;
+    # - "native" precision: bfloat16 where the CPU computes it in hardware (1.34x the steps here; Linux only), float32 elsewhere;
     # - validation BLEU every 2 epochs on 500 sentences (a learner watches it rise), and best.pt tested, as in cpu.
     "laptop": TrainConfig(
         name="laptop",
