@@ -15,8 +15,8 @@ notebook's first cell adds what Colab lacks (sacreBLEU) and then the course pack
    and the notebook runs of nbval (JupyterLab and nbval are not on Colab); ``DESELECT`` names the others left out.
 3. ``notebooks``: notebooks 01-07 and 11 executed top to bottom (nbclient, quick mode); any error output, or a
    traceback printed into a cell, fails; each explorer's outputs must hold the live widget followed by its
-   static copy. Notebook 11 finds the course's model in the cache, as a Colab session does after downloading it,
-   and the quick model in runs/quick when `make test` left it there (else it trains it, a few minutes).
+   static copy. Notebook 11 finds the course's model in the cache, as a Colab session does after downloading it;
+   without the repository it has no course-made laptop model, and its section 5 says to train one (it trains nothing).
 
 Usage (from the repository root; ``make colab-test`` passes the options)::
 
@@ -302,8 +302,7 @@ def execute() -> int:
     record = (ROOT / _course_model_path()).parent  # the committed course model's folder
     for name in ("model_fp16.pt", "metrics.json", "history.json"):
         shutil.copy(record / name, models / name)
-    # The package is installed as on Colab (not from the checkout): its model comes from the cache. Runs go where
-    # `make test` puts them, so notebook 11 reuses the quick model that notebook 10 trained there, when it did.
+    # The package is installed as on Colab (not from the checkout): its model comes from the cache.
     os.environ.update({"TRANSFORMER_LESSONS_CACHE": str(cache), "PYDEVD_DISABLE_FILE_VALIDATION": "1"})
     out_dir = Path(sys.executable).parents[1] / "executed"  # in the venv
     out_dir.mkdir(exist_ok=True)

@@ -1,7 +1,7 @@
 """How long each notebook takes to run, top to bottom, in the quick mode on this machine.
 
-Runs the solution notebooks in order, as a learner would (notebook 10 trains the quick model that 11
-then reuses), each in a fresh kernel from the notebooks' own folder, without saving anything back, and
+Runs the solution notebooks in order, as a learner would (notebook 10 trains the quick model; a second run
+reuses it), each in a fresh kernel from the notebooks' own folder, without saving anything back, and
 prints a Markdown table of wall-clock times. Start it on an otherwise idle machine: a test run beside
 it slows every figure. The runs the notebooks train are removed first, so the times are those of a
 fresh checkout. With ``--inplace`` it saves each executed notebook with its outputs: ``make execute``

@@ -7,10 +7,9 @@ rarely changes the text: under 10 s "a few seconds", under a minute to 10 s, the
 
 Usage (from the repository root, after ``make execute`` on an otherwise idle machine)::
 
-    .venv/bin/python scripts/write_run_times.py [--alone-11 SECONDS]
+    .venv/bin/python scripts/write_run_times.py
 
-``--alone-11`` is notebook 11's time when notebook 10 has not trained the quick model it reuses
-(``scripts/time_notebooks.py 11`` measures it). Run ``make learner`` afterwards.
+Run ``make learner`` afterwards.
 """
 
 from __future__ import annotations
@@ -41,11 +40,8 @@ def describe(seconds: float) -> str:
     return f"about {minutes:g} minute{'s' if minutes != 1 else ''}"
 
 
-def phrase(name: str, seconds: float, alone_11: float | None) -> str:
-    text = f"{describe(seconds)} of computing"
-    if name.startswith("11_") and alone_11 is not None:
-        text += f" after notebook 10, whose quick model it reuses ({describe(alone_11)} without it)"
-    return text
+def phrase(seconds: float) -> str:
+    return f"{describe(seconds)} of computing"
 
 
 def intro_line(text: str) -> str:
@@ -82,10 +78,9 @@ def table(record: dict, phrases: dict[str, str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--alone-11", type=float, help="notebook 11's seconds without notebook 10's quick model")
-    args = parser.parse_args(argv)
+    parser.parse_args(argv)
     record = json.loads(RECORD.read_text())
-    phrases = {name: phrase(name, s, args.alone_11) for name, s in record["seconds"].items()}
+    phrases = {name: phrase(s) for name, s in record["seconds"].items()}
     for name, text in phrases.items():
         update_notebook(ROOT / "notebooks" / name, text)
     readme = README.read_text(encoding="utf-8")

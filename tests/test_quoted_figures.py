@@ -89,6 +89,29 @@ def laptop_seeds() -> dict:
     }
 
 
+def laptop_pilots() -> dict:
+    """The laptop preset's GPU pilots (results/laptop/pilots_gpu.json): each one's last validation BLEU, by name."""
+    pilots = _json("results/laptop/pilots_gpu.json")["pilots"]
+    return {name: run["history"][-1]["val_bleu"] for name, run in pilots.items() if name.startswith("L")}
+
+
+def record_text(path: str, pattern: str) -> Callable[[], dict]:
+    """The named groups of ``pattern`` in a text file of the record (a benchmark's saved output)."""
+
+    def read() -> dict:
+        match = re.search(pattern, (ROOT / path).read_text(encoding="utf-8"))
+        if match is None:
+            raise LookupError(f"{path}: no {pattern!r} in it")
+        return match.groupdict()
+
+    return read
+
+
+SPEED_UP = record_text(
+    "results/laptop/bench_profile.txt", r"ratio \(fused always\) / \(the course's rule\): (?P<x>\d\.\d)"
+)
+
+
 def _outputs_text(cell: dict) -> str:
     texts = []
     for out in cell.get("outputs", []):
@@ -790,6 +813,37 @@ QUOTES: list[Quote] = [
         metrics("full"),
     ),
     # Section 5
+    Quote(
+        "notebooks/11_german_english_model.ipynb#own-compare-after",
+        "{laptop} against {course} sacreBLEU",
+        output(
+            "11_german_english_model",
+            "own-train",
+            r"test sacreBLEU (?P<laptop>[\d.]+) \(beam 4\)\nthe course's model: .* test sacreBLEU (?P<course>[\d.]+)",
+        ),
+    ),
+    Quote(
+        "notebooks/11_german_english_model.ipynb#own-intro",
+        "in the pilots {L8_2layers:.1f} validation BLEU, against {L3_end_w300:.1f} for 3 layers and {L9_4layers:.1f} for 4",
+        laptop_pilots,
+    ),
+    Quote(
+        "notebooks/11_german_english_model.ipynb#own-intro",
+        "reached {L5_end_w300_drop0:.1f} validation BLEU without it, against {L3_end_w300:.1f} with it",
+        laptop_pilots,
+    ),
+    Quote(
+        "notebooks/11_german_english_model.ipynb#own-intro",
+        "the two schedules scored alike ({L3_end_w300:.1f} and {L1_noam:.1f} validation BLEU)",
+        laptop_pilots,
+    ),
+    Quote("notebooks/11_german_english_model.ipynb#own-intro", "a step is {x} times faster now", SPEED_UP),
+    Quote("results/laptop/README.md", "a step is {x} times faster in the same run", SPEED_UP),
+    Quote(
+        "notebooks/11_german_english_model.ipynb#own-compare-after",
+        "the three laptop runs scored {s0:.2f}, {s1:.2f} and {s2:.2f} (mean {mean:.2f})",
+        laptop_seeds,
+    ),
     Quote(
         "notebooks/11_german_english_model.ipynb#296f5268",
         "{train_config[max_minutes]:.0f} minutes of training on a CPU, or less if a fast machine finishes its "

@@ -18,7 +18,7 @@ It runs four steps, each skipped when already done, so running it again is quick
 3. :func:`check_course_model`: the course's model of notebooks 11 and 12, found and
    its SHA-256 checked, so that a partial copy or a Git LFS pointer shows now, not in class.
 4. :func:`train_quick_model`: the ``quick`` model trained into ``runs/quick``, which
-   notebooks 10 and 11 then load instead of training it on every learner's machine
+   notebook 10 then loads instead of training it on every learner's machine
    (``--no-train`` leaves that to the learners: about two minutes each).
 
 On request (``--wheels``, ``make classroom WHEELS=yes``), :func:`download_wheels` also
@@ -78,7 +78,7 @@ COURSE_SPLITS = (
 WHEELS = (
     Path("classroom") / "wheels"
 )  # in the course folder: every Python package, for an offline pip install (Makefile)
-QUICK_RUN = "quick"  # the run notebooks 10 and 11 train with resume=True: runs/quick
+QUICK_RUN = "quick"  # the run notebook 10 trains with resume=True: runs/quick
 Say = Callable[[str], None]
 
 
@@ -152,7 +152,7 @@ def check_course_model(progress: bool, say: Say) -> None:
 
 
 def train_quick_model(progress: bool, say: Say) -> None:
-    """The ``quick`` run of notebooks 10 and 11, trained (or finished) in ``runs/quick``."""
+    """The ``quick`` run of notebook 10, trained (or finished) in ``runs/quick``."""
     result = training_run.train(
         QUICK_RUN, out_dir=default_out_dir(QUICK_RUN), resume=True, progress=progress, log=progress
     )
@@ -315,7 +315,7 @@ def _quick_item() -> Item:
             f"not trained yet in {run}: notebook 10 trains it (about two minutes)",
             needed=False,
         )
-    return Item("the quick model", True, f"{run} (test BLEU {bleu:.2f}): notebooks 10 and 11 load it", needed=False)
+    return Item("the quick model", True, f"{run} (test BLEU {bleu:.2f}): notebook 10 loads it", needed=False)
 
 
 # --------------------------------------------------------------------------------------

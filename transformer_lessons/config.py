@@ -133,7 +133,7 @@ class TrainConfig:
     lr_factor: float = 1.0  # scales the Noam curve (paper: 1.0); peak = factor / sqrt(d_model * warmup)
     warmup: int = 4000  # linear warm-up steps (paper: 4000); post-LN Transformers diverge without it
     # "noam": the paper's curve (§5.3, Eq. 3), ~1/sqrt(step) after the warm-up, never ending; "to_end": the same warm-up
-    # and peak, then a straight line to zero at the end of the run's budget: max_minutes of training when set (the run
+    # ramp times a straight line falling from 1 to 0 over the run's budget: max_minutes of training when set (the run
     # measures its own time, so a slower machine still ends annealed), else the epochs (schedule.to_end_rate).
     schedule: Literal["noam", "to_end"] = "noam"
     smoothing: float = 0.1  # label smoothing ε_ls (paper §5.4)
@@ -308,11 +308,12 @@ TRAIN_PRESETS: dict[str, TrainConfig] = {
     ),
     # Your own translator in 10 minutes of training on a 2-core CPU (issue 31; results/laptop/ has its runs and the
     # pilots that chose it). The cpu preset's data (the same subword units, from the same cache) and model family, but:
-    # - the "to_end" schedule: warm up over 300 updates, then a straight line to zero when the 10 minutes are spent
-    #   (the run measures its own time, so a slower laptop still ends annealed, with fewer updates);
-    # - 2 layers each side, not 3: ~1.35x the updates per minute, and in the pilots (equal updates, on a GPU) better
-    #   than 3 or 4 layers at this length;
-    # - no dropout: ~7 epochs are too few to overfit, and dropout only slowed learning in the pilots;
+    # - the "to_end" schedule: a 300-update warm-up ramp times a straight line that reaches zero when the 10 minutes
+    #   are spent (the run measures its own time, so a slower laptop still ends annealed, with fewer updates); in the
+    #   pilots it scored like the paper's curve, and was kept for that guarantee;
+    # - 2 layers each side, not 3: ~1.35x the updates per minute, and in the pilots (one seed each, on a GPU, each
+    #   given the updates of 10 CPU minutes) better than 3 or 4 layers;
+    # - no dropout: in those pilots dropout 0.1 cost 3 validation BLEU over ~1,250 updates (3 layers);
     # - "native" precision: bfloat16 where the CPU computes it in hardware (1.34x the steps here; Linux only), float32 elsewhere;
     # - validation BLEU every 2 epochs on 500 sentences (a learner watches it rise), and best.pt tested, as in cpu.
     "laptop": TrainConfig(
@@ -330,8 +331,9 @@ TRAIN_PRESETS: dict[str, TrainConfig] = {
         limit=None,
         bpe_merges=4000,
         max_tokens=2048,
-        epochs=30,  # a ceiling: the 10 minutes end the run first on a CPU (about 7 epochs here)
-        lr_factor=0.7,  # peak 0.7 / sqrt(256 * 300) = 2.5e-3 after 300 updates
+        epochs=30,  # a ceiling: the 10 minutes end the run first on a CPU (5.5 epochs in results/laptop/, before
+        # the attention speed-up of benchmarks/bench_profile.py; more since)
+        lr_factor=0.7,  # at most 0.7 / sqrt(256 * 300) = 2.5e-3; about 2.0e-3 at update 300, the budget spent meanwhile
         warmup=300,
         schedule="to_end",
         eval_every=2,

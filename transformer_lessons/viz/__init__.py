@@ -13,7 +13,8 @@ One file per thing you look at; every name below is also ``viz.<name>``:
   the shifted-right target);
 * ``positional.py``: ``plot_positional_encoding``, ``positional_encoding_explorer``;
 * ``training.py``: ``plot_history``, ``plot_learning_rate``, ``plot_label_smoothing``;
-* ``explorer.py``: ``attention_explorer`` (pick kind, layer, head, sentence);
+* ``explorer.py``: ``attention_explorer`` (pick kind, layer, head, sentence), and
+  ``translation_explorer`` (translate sentences, then explore their attention);
 * ``stepper.py``: ``generation_stepper`` (where each generated word looked);
 * ``translator.py``: ``translator`` (type German, read English, step through it);
 * ``kv_cache.py``: ``plot_kv_cache`` (what a key/value cache holds), ``plot_decode_times``;
@@ -47,7 +48,13 @@ outputs, and an export is never an empty box).
 from __future__ import annotations
 
 from transformer_lessons.viz.widgets import HIGHLIGHT_COLOR, MEAN_OF_HEADS, WIDGET_DPI
-from transformer_lessons.viz.explorer import KIND_LABELS, AttentionExplorer, attention_explorer
+from transformer_lessons.viz.explorer import (
+    KIND_LABELS,
+    AttentionExplorer,
+    attention_explorer,
+    translation_attention,
+    translation_explorer,
+)
 from transformer_lessons.viz.beam_tree import BeamTreeExplorer, beam_tree_explorer, plot_beam_tree
 from transformer_lessons.viz.error_analysis import (
     ErrorBrowser,
@@ -87,6 +94,8 @@ from transformer_lessons.viz.translator import MAX_WIDGET_BEAM, Translator, tran
 
 __all__ = [
     "attention_explorer",
+    "translation_attention",
+    "translation_explorer",
     "beam_tree_explorer",
     "error_browser",
     "generation_stepper",

@@ -281,3 +281,52 @@ def attention_explorer(
     return AttentionExplorer(
         attention, src_tokens, tgt_tokens, title, tgt_inputs=tgt_inputs, kind=kind, layer=layer, head=head
     )
+
+
+def translation_attention(details: list[dict]) -> tuple[dict, list, list, list]:
+    """What :func:`attention_explorer` takes, from ``translate(..., return_attention=True)``'s details.
+
+    Sentences of different lengths share one tensor per kind and layer, padded with zeros (the
+    explorer trims them away again). Returns ``(attention, src_tokens, writes, reads)``:
+    ``attention`` maps a kind to a list over layers of ``(B, H, T, S)``; row ``t`` of the decoder's
+    kinds is the step that *writes* ``writes[b][t]`` while it *reads* ``reads[b][t]`` (``<bos>``,
+    then the words written so far).
+    """
+    import torch
+    import torch.nn.functional as F
+
+    n_layers = len(details[0]["attention"]["cross"])
+    S = max(len(d["src_tokens"]) for d in details)
+    T = max(len(d["tgt_tokens"]) for d in details)
+    size = {"encoder": (S, S), "decoder_self": (T, T), "cross": (T, S)}
+
+    def pad_to(w, rows, cols):  # (1, H, t, s) -> (1, H, rows, cols)
+        return F.pad(w, (0, cols - w.size(-1), 0, rows - w.size(-2)))
+
+    attention = {
+        kind: [
+            torch.cat([pad_to(d["attention"][kind][layer], *size[kind]) for d in details]) for layer in range(n_layers)
+        ]
+        for kind in size
+    }
+    src_tokens = [d["src_tokens"] for d in details]
+    writes = [d["tgt_tokens"] for d in details]
+    reads = [["<bos>", *d["tgt_tokens"][:-1]] for d in details]
+    return attention, src_tokens, writes, reads
+
+
+def translation_explorer(model, sentences, src_vocab, tgt_vocab, beam_size: int = 4, title: str | None = None):
+    """Translate ``sentences`` and open :func:`attention_explorer` on the attention of each translation.
+
+    The explorer opens on the last layer's cross-attention (the view closest to a word alignment).
+    Returns ``(texts, details, explorer)``: the translations, ``translate``'s details (tokens and
+    every attention weight), and the widget.
+    """
+    from transformer_lessons import translation
+
+    texts, details = translation.translate(
+        model, list(sentences), beam_size=beam_size, src_vocab=src_vocab, tgt_vocab=tgt_vocab, return_attention=True
+    )
+    attention, src_tokens, writes, reads = translation_attention(details)
+    explorer = attention_explorer(attention, src_tokens, writes, tgt_inputs=reads, kind="cross", layer=-1, title=title)
+    return texts, details, explorer
