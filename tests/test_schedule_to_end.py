@@ -216,3 +216,14 @@ def test_train_laptop_runs_end_to_end_from_the_command_line(tmp_path, monkeypatc
     ), out
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["preset"] == "laptop" and metrics["steps"] == 7 and metrics["train_config"]["schedule"] == "to_end"
+
+
+def test_the_progress_bar_shows_the_minutes_left_and_the_last_validation_bleu():
+    from types import SimpleNamespace
+
+    from transformer_lessons.progress_bar import bar_extras
+
+    run = SimpleNamespace(config=TRAIN_PRESETS["laptop"])
+    state = TrainState(train_time_s=150.0, history=[{"val_bleu": None}, {"val_bleu": 32.09}, {"val_bleu": None}])
+    assert bar_extras(run, state) == {"val_BLEU": "32.1", "left": "7.5 min"}
+    assert bar_extras(SimpleNamespace(config=TRAIN_PRESETS["quick"]), TrainState()) == {}  # no limit, no BLEU yet

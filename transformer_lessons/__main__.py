@@ -40,6 +40,8 @@ from pathlib import Path
 from transformer_lessons.atomic import atomic_write_text
 from transformer_lessons.cli_args import PROG
 from transformer_lessons.cli_parser import UsageError, build_parser, one_line, usage_line
+from transformer_lessons.config import ModeError
+from transformer_lessons.console import printable_streams
 from transformer_lessons.errors import CourseError, RankLostError
 
 EXIT_FAILURE = 1  # the machine failed (OSError); the command itself was fine
@@ -289,6 +291,7 @@ def run_command(args) -> int:
     except (
         UserError,
         CourseError,
+        ModeError,  # TRANSFORMER_LESSONS_MODE set to something else than quick or full
     ) as err:  # DataError, CheckpointError, TrainingError, ...: messages that say what to do
         print(f"error: {one_line(str(err))}", file=sys.stderr)
         return (
@@ -305,6 +308,7 @@ def run_command(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 ok, 2 a user error, 1 an OSError, 130 Ctrl-C)."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    printable_streams()
     parser = build_parser()
     try:
         check_utf8(argv)

@@ -25,6 +25,8 @@ MAX_OUTPUT_EXTRA = 50
 #: What ``TrainConfig.precision`` may be: ``auto`` (bfloat16 on recent GPUs only), ``native`` (also on a CPU with
 #: bfloat16 arithmetic in hardware), ``float32``, ``bfloat16``.
 PRECISIONS = ("auto", "native", "float32", "bfloat16")
+#: The training presets' names (TRAIN_PRESETS below), for messages that meet one where a mode was meant.
+TRAIN_PRESET_NAMES = ("quick", "laptop", "cpu", "full")
 SCHEDULES = ("noam", "to_end")  # TrainConfig.schedule: the paper's, or one that ends with the run's budget
 
 #: Environment variable read by :func:`compute_mode`.
@@ -91,6 +93,10 @@ PRESETS: dict[str, ModelConfig] = {
 }
 
 
+class ModeError(ValueError):
+    """A compute mode that is not ``quick`` or ``full`` (from ``mode=`` or ``TRANSFORMER_LESSONS_MODE``)."""
+
+
 def compute_mode(mode: str | None = None) -> Literal["quick", "full"]:
     """The one knob that decides how much compute a notebook spends.
 
@@ -105,7 +111,12 @@ def compute_mode(mode: str | None = None) -> Literal["quick", "full"]:
 
         mode = "full" if torch.cuda.is_available() else "quick"
     if mode not in ("quick", "full"):
-        raise ValueError(f"compute mode must be 'quick' or 'full', got {mode!r} (set {MODE_ENV}=quick or full)")
+        preset = (
+            f"; {mode!r} is a training preset: choose it with --preset {mode} (Python: train({mode!r}))"
+            if mode in TRAIN_PRESET_NAMES
+            else ""
+        )
+        raise ModeError(f"compute mode must be 'quick' or 'full', got {mode!r} (set {MODE_ENV}=quick or full){preset}")
     return mode  # type: ignore[return-value]
 
 

@@ -40,6 +40,7 @@ from transformer_lessons.hardware import autocast_for
 from transformer_lessons.interrupt import StepBoundary, StopRequested, quiet_in_notebooks
 from transformer_lessons.loss import LabelSmoothingLoss
 from transformer_lessons.model import Transformer
+from transformer_lessons.progress_bar import bar_extras, progress_bar
 from transformer_lessons.run_state import Budget, Run, TrainState, checkpoint_dict, read_resumable, restore, save_last
 from transformer_lessons.rundir import (
     default_out_dir,
@@ -109,30 +110,6 @@ def build_run(
 # --------------------------------------------------------------------------------------
 
 
-def _progress_bar():
-    """``tqdm.auto.tqdm``, or a silent stand-in where tqdm is not installed (a bare GPU box)."""
-    try:
-        from tqdm.auto import tqdm
-
-        return tqdm
-    except ImportError:
-
-        class _Silent:
-            def __init__(self, *args, **kwargs):
-                pass
-
-            def update(self, n=1):
-                pass
-
-            def set_postfix(self, **kwargs):
-                pass
-
-            def close(self):
-                pass
-
-        return _Silent
-
-
 def _diverged(run: Run, state: TrainState, err: DivergedError) -> DivergedError:
     kept = (
         f"{run.last_path} keeps the last state saved before it"
@@ -151,17 +128,6 @@ def _scheduled_p(run: Run, state: TrainState) -> float:
     return scheduled_probability(run.config.scheduled_sampling, run.config.scheduled_sampling_ramp, state.step)
 
 
-def _bar_extras(run: Run, state: TrainState) -> dict[str, str]:
-    """The progress bar's other fields: the last validation BLEU, and the minutes left of a time limit."""
-    extras = {}
-    bleus = [h["val_bleu"] for h in state.history if h.get("val_bleu") is not None]
-    if bleus:
-        extras["val_BLEU"] = f"{bleus[-1]:.1f}"
-    if run.config.max_minutes is not None:
-        extras["left"] = f"{max(run.config.max_minutes - state.train_time_s / 60, 0):.1f} min"
-    return extras
-
-
 def run_epoch(run: Run, state: TrainState, guard: StepBoundary) -> str:
     """Train on the rest of the current epoch. Returns why it stopped: ``"done"``, ``"time_limit"`` or ``"max_steps"``.
 
@@ -170,7 +136,7 @@ def run_epoch(run: Run, state: TrainState, guard: StepBoundary) -> str:
     interruption are skipped, and the epoch's order depends only on (seed, epoch).
     """
     run.batcher.set_epoch(state.epoch)
-    bar = _progress_bar()(
+    bar = progress_bar()(
         total=len(run.batcher),
         desc=f"epoch {state.epoch + 1}/{run.config.epochs}",
         disable=not run.progress,
@@ -228,7 +194,7 @@ def run_epoch(run: Run, state: TrainState, guard: StepBoundary) -> str:
             bar.update(1)
             if run.progress and (state.step % 10 == 0 or i + 1 == len(run.batcher)):
                 bar.set_postfix(
-                    loss=f"{loss.item():.3f}", lr=f"{run.scheduler.get_last_lr()[0]:.2e}", **_bar_extras(run, state)
+                    loss=f"{loss.item():.3f}", lr=f"{run.scheduler.get_last_lr()[0]:.2e}", **bar_extras(run, state)
                 )
             if run.max_steps is not None and state.step >= run.max_steps:
                 return "max_steps"
