@@ -271,9 +271,10 @@ def translate(
     _check_sampling(temperature, top_k, seed, beam_size)
     model, src_vocab, tgt_vocab, device = _resolve(model_or_checkpoint, src_vocab, tgt_vocab, device)
     _check_vocab_fits(model, src_vocab, tgt_vocab)
-    src_tokens = _german_words(items)
+    limit = model.config.max_len - 1
+    src_tokens = [_bounded(words, limit, src_vocab) for words in _german_words(items)]
     # What the model reads (words, or BPE pieces), cut to fit with a note; decode_token_lists cuts its own ids alike.
-    src_units = _cut_long_sources([src_vocab.segment(t) for t in src_tokens], model.config.max_len - 1)
+    src_units = _cut_long_sources([src_vocab.segment(t) for t in src_tokens], limit)
     generator = None if seed is None else torch.Generator(device=device).manual_seed(seed)
     decoding = {"temperature": temperature, "top_k": top_k, "generator": generator, "use_cache": use_cache}
     outputs = decode_token_lists(
@@ -292,6 +293,15 @@ def _german_words(sentences: list[str]) -> list[list[str]]:
 
     german = Tokenizer("de")
     return [german.tokenize(s) if s.strip() else [] for s in sentences]
+
+
+def _bounded(words: list[str], limit: int, vocab: "Vocab") -> list[str]:
+    """The words of a sentence, no more than the model can read: ``limit + 1`` words, each at most ``limit + 1`` of the
+    vocabulary's longest pieces long. Every word is at least one piece, so what is left out could not be read (the
+    sentence is still found too long, and noted); without it a 1 MB "word" took minutes of subword splitting."""
+    longest = max((len(unit.removesuffix("@@")) for unit in vocab.itos), default=1)
+    most = (limit + 1) * max(longest, 1)
+    return [word[:most] for word in words[: limit + 1]]
 
 
 def _english(outputs: list[list[int]], tgt_vocab: "Vocab") -> tuple[list[str], list[list[str]]]:
