@@ -41,7 +41,16 @@ from transformer_lessons.interrupt import StepBoundary, StopRequested, quiet_in_
 from transformer_lessons.loss import LabelSmoothingLoss
 from transformer_lessons.model import Transformer
 from transformer_lessons.progress_bar import bar_extras, progress_bar
-from transformer_lessons.run_state import Budget, Run, TrainState, checkpoint_dict, read_resumable, restore, save_last
+from transformer_lessons.run_state import (
+    Budget,
+    Run,
+    TrainState,
+    remove_first_epoch_cut_short,
+    checkpoint_dict,
+    read_resumable,
+    restore,
+    save_last,
+)
 from transformer_lessons.rundir import (
     default_out_dir,
     make_out_dir,
@@ -424,7 +433,7 @@ def train(
         log = progress if log is None else log
         out = make_out_dir(out_dir if out_dir is not None else default_out_dir(config.name))
         with main_only(dist, run_lock(out)):  # one writer per run folder: rank 0
-            _check_run_folder(out, dist, resume, log)
+            _check_run_folder(out, config, dist, resume, log)
             last = out / "last.pt"
             saved = read_resumable(last, config, device) if resume and last.is_file() else None
             if corpus is None:
@@ -452,12 +461,15 @@ def _say_resuming(last: Path, state: TrainState, config: TrainConfig, say: bool)
         print(f"resuming {last}: epoch {state.epoch + 1}, step {state.step}", flush=True)
 
 
-def _check_run_folder(out: Path, dist: Distributed, resume: bool, log: bool) -> None:
+def _check_run_folder(out: Path, config: TrainConfig, dist: Distributed, resume: bool, log: bool) -> None:
     """Before a run: rank 0 removes what cut-off saves left (and says so); no rank replaces an earlier run without last.pt."""
     said = remove_stale_temporary_files(out) if dist.is_main else None
     if said and log:
         print(said, flush=True)
     if resume:
+        cut_short = remove_first_epoch_cut_short(out, config.to_dict()) if dist.is_main else None
+        if cut_short and log:
+            print(cut_short, flush=True)
         refuse_to_replace(out)
 
 

@@ -33,6 +33,7 @@ from transformer_lessons.distributed import Distributed
 from transformer_lessons.errors import CheckpointError, ResumeMismatchError
 from transformer_lessons.loss import LabelSmoothingLoss
 from transformer_lessons.model import Transformer
+from transformer_lessons.rundir import RUN_RECORDS
 
 if TYPE_CHECKING:
     from transformer_lessons.data import Corpus, TokenBatcher
@@ -261,7 +262,40 @@ def restore(run: Run, ckpt: dict) -> TrainState:
     state = TrainState.from_checkpoint(ckpt)
     if run.budget is not None:
         run.budget.update(state)
+    if run.dist.is_main:  # last.pt is the record: a history.json a kill cut short (or left behind) is written anew
+        atomic_write_json(run.out / "history.json", state.history)
     return state
 
 
-__all__ = ["Run", "TrainState", "checkpoint_dict", "read_resumable", "restore", "save_last"]
+def remove_first_epoch_cut_short(out: str | Path, train_config: dict) -> str | None:
+    """Remove ``best.pt`` when it is all that this same run's first epoch saved: a full disk (or a kill) stopped
+    the saves after ``best.pt`` and before ``last.pt``, whose absence would then refuse the same command.
+
+    Only when the folder holds ``best.pt`` and no other record (no ``last.pt``, no ``history.json``), and that
+    ``best.pt`` is epoch 1 of a run with exactly ``train_config``. Returns one line saying so, or None.
+    """
+    out = Path(out)
+    best = out / "best.pt"
+    others = [name for name in ("last.pt", *RUN_RECORDS) if name != "best.pt" and (out / name).exists()]
+    if not best.is_file() or others:
+        return None
+    try:
+        saved = read_checkpoint(best)
+    except CheckpointError:
+        return None  # not a best.pt this run wrote: refuse_to_replace names it
+    if saved.get("epoch") != 1 or saved.get("train_config") != train_config:
+        return None
+    best.unlink()
+    return f"removed {best}: the first epoch of this same run, saved without last.pt (its saves were cut short); starting over"
+
+
+__all__ = [
+    "Budget",
+    "Run",
+    "TrainState",
+    "checkpoint_dict",
+    "read_resumable",
+    "remove_first_epoch_cut_short",
+    "restore",
+    "save_last",
+]
