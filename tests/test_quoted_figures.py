@@ -249,6 +249,7 @@ QUOTES: list[Quote] = [
         laptop_seeds,
     ),
     Quote("results/laptop/README.md", "Mean of the three: **{mean:.2f}** sacreBLEU", laptop_seeds),
+    Quote("docs/teaching.md", "scored {s0:.2f}, {s1:.2f} and {s2:.2f} in three runs", laptop_seeds),
     Quote("results/laptop/README.md", "sample standard deviation {sd:.2f}; lowest {low:.2f}", laptop_seeds),
     Quote("results/README.md", "mean **{mean:.2f}** sacreBLEU over 3 seeds, none below {low:.2f}", laptop_seeds),
     Quote("README.md", "The course's model reaches {bleu:.2f}\nsacreBLEU after 90 minutes", metrics(COURSE_RUN)),
