@@ -190,3 +190,20 @@ def test_the_colab_test_runs_the_notebooks_that_show_explorers():
     assert explorers <= set(colab_test.NOTEBOOKS), (
         f"notebooks with explorers the Colab test skips: {sorted(explorers - set(colab_test.NOTEBOOKS))}"
     )
+
+
+@pytest.mark.parametrize("said, fails", [(True, False), (False, True)])
+def test_notebook_11s_own_widgets_may_be_empty_only_where_there_is_no_laptop_model(said, fails):
+    colab_test = _script("colab_test")
+    nb = nbformat.v4.new_notebook()
+    text = colab_test.NO_LAPTOP_MODEL + " above and run this cell to train your own\n" if said else "loaded\n"
+    loader = nbformat.v4.new_code_cell(
+        "...", outputs=[nbformat.from_dict({"output_type": "stream", "name": "stdout", "text": text})]
+    )
+    widget = nbformat.v4.new_code_cell(
+        "if own_path is not None:\n    display(viz.translator(own_model, s, t))", outputs=[]
+    )
+    widget["id"] = "own-translator"
+    nb.cells = [loader, widget]
+    found = colab_test.problems(nb)
+    assert bool(found) is fails, found
