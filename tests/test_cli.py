@@ -485,6 +485,34 @@ def test_the_model_options_since_the_paper_reach_the_run(tmp_path, seen_configs,
     assert len(err.strip().splitlines()) == 1
 
 
+def test_dropout_and_schedule_reach_the_run_and_bad_values_are_one_line(tmp_path, seen_configs, capsys):
+    from transformer_lessons.config import TRAIN_PRESETS
+
+    seen = seen_configs
+    assert (
+        main(["train", "--preset", "cpu", "--out", str(tmp_path / "a"), "--dropout", "0.2", "--schedule", "to_end"])
+        == 0
+    )
+    assert main(["train", "--preset", "cpu", "--out", str(tmp_path / "b")]) == 0
+    changed, plain = seen
+    assert (changed.model.dropout, changed.schedule) == (0.2, "to_end")
+    assert changed.model == TRAIN_PRESETS["cpu"].model.replace(dropout=0.2), "only the dropout changed in the model"
+    assert (plain.model.dropout, plain.schedule) == (TRAIN_PRESETS["cpu"].model.dropout, TRAIN_PRESETS["cpu"].schedule)
+    assert (
+        main(["train", "--preset", "laptop", "--out", str(tmp_path / "c"), "--schedule", "noam", "--dropout", "0"]) == 0
+    )
+    assert (seen[-1].schedule, seen[-1].model.dropout) == ("noam", 0.0)
+    for bad, says in (
+        (["--dropout", "1"], "--dropout must be a number from 0 up to (not including) 1, got 1"),
+        (["--dropout", "-0.1"], "--dropout must be a finite number >= 0, got -0.1"),
+        (["--dropout", "nan"], "--dropout must be a finite number >= 0, got nan"),
+        (["--schedule", "cosine"], "--schedule invalid choice: 'cosine'"),
+    ):
+        assert main(["train", *bad]) == 2
+        err = capsys.readouterr().err
+        assert says in err and len(err.strip().splitlines()) == 1, err
+
+
 def test_a_read_only_folder_is_refused_before_any_work(tmp_path, monkeypatch, no_work, capsys):
     # The check asks os.access, so that it also holds where the tests run as root (who may write anywhere).
     monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != tmp_path)

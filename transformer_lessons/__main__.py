@@ -172,8 +172,10 @@ def cmd_train(args) -> int:
         "precision": args.precision,
         "average_last": args.average_last,
         "max_minutes": args.max_minutes,
+        "schedule": args.schedule,
     }
     model = {
+        "dropout": args.dropout,
         "norm_first": args.norm_first,
         "norm": args.norm,
         "ffn": args.ffn,

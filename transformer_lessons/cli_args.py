@@ -75,6 +75,14 @@ def finite_float(min: float, *, above: bool = False):  # noqa: A002 - reads like
     return check
 
 
+def probability_below_one(text: str) -> float:
+    """A ``type=`` for a dropout rate: a number from 0 up to (not including) 1."""
+    value = finite_float(0.0)(text)
+    if value >= 1.0:
+        raise argparse.ArgumentTypeError(f"must be a number from 0 up to (not including) 1, got {value:g}")
+    return value
+
+
 def device_arg(text: str) -> str:
     """``cpu``, ``cuda``, ``cuda:N`` or ``mps``, and only one this machine has (:func:`~transformer_lessons.hardware.resolve_device`)."""
     try:

@@ -27,10 +27,11 @@ from transformer_lessons.cli_args import (
     new_file,
     non_negative_int,
     positive_int,
+    probability_below_one,
     seed_int,
     split_name,
 )
-from transformer_lessons.config import MAX_BEAM_SIZE, PRECISIONS, TRAIN_PRESETS
+from transformer_lessons.config import MAX_BEAM_SIZE, PRECISIONS, SCHEDULES, TRAIN_PRESETS
 from transformer_lessons.data import SPLITS
 
 PRESETS = tuple(TRAIN_PRESETS)  # quick, laptop, cpu, full
@@ -165,6 +166,12 @@ def _add_train(sub) -> None:
         "then evaluate; resume with a larger value to continue",
     )
     p.add_argument("--max-steps", type=positive_int, metavar="N", help="stop after this many updates (resume later)")
+    p.add_argument(
+        "--schedule",
+        choices=SCHEDULES,
+        help="noam: the paper's learning rate (Eq. 3); to_end: the same warm-up, then a straight line to 0 at the end "
+        "of the run's --max-minutes or --epochs, whichever comes first (default: the preset's)",
+    )
     p.add_argument("--device", type=device_arg, help=f"{DEVICE_FORMS} (default: cuda if available)")
     p.add_argument(
         "--compile", action=argparse.BooleanOptionalAction, default=None, help="torch.compile the model (GPU only)"
@@ -317,6 +324,12 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
         "--positional",
         choices=("sinusoidal", "learned", "rotary"),
         help="rotary: rotated queries and keys (Su et al. 2021) instead of added sinusoids",
+    )
+    p.add_argument(
+        "--dropout",
+        type=probability_below_one,
+        metavar="P",
+        help="dropout rate, 0 to below 1 (paper §5.4: 0.1; default: the preset's)",
     )
     p.add_argument(
         "--kv-heads",
