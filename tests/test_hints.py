@@ -289,7 +289,7 @@ def test_hint_reveals_one_more_level_each_call(capsys):
     assert "Show a solution" in out
 
 
-def test_a_failure_names_the_bug_and_offers_more_help_then_hint_shows_its_fix(capsys):
+def test_a_failure_names_the_bug_then_hints_keep_their_order_and_the_third_gives_its_fix(capsys):
     with pytest.raises(ExerciseError) as error:
         checks.check_noam_rate(noam_without_warmup)
     message = str(error.value)
@@ -298,10 +298,29 @@ def test_a_failure_names_the_bug_and_offers_more_help_then_hint_shows_its_fix(ca
     assert message.endswith("\n  more help: hint('noam_rate')")
     transformer_lessons.hint()  # the exercise checked last
     first = capsys.readouterr().out
-    assert first.startswith("noam_rate, the fix for what your last check found:")
-    assert "min(step ** -0.5, step * warmup ** -1.5)" in first
+    assert first.startswith("noam_rate, hint 1 of 3 (where to look): Paper §5.3")
+    assert "hint 3 gives its fix" in first and "warmup ** -1.5" not in first, "where to look first, not the fix"
+    transformer_lessons.hint()
+    second = capsys.readouterr().out
+    assert second.startswith("noam_rate, hint 2 of 3 (the approach)") and "warmup ** -1.5" not in second
     transformer_lessons.hint("noam_rate")
-    assert "hint 1 of 3" in capsys.readouterr().out  # then the exercise's own levels
+    third = capsys.readouterr().out
+    assert third.startswith("noam_rate, hint 3 of 3 (the exact fix), for what your last check found:")
+    assert third.index("  min(step ** -0.5, step * warmup ** -1.5)") < third.index("the exercise's whole line")
+    transformer_lessons.hint("noam_rate")
+    assert capsys.readouterr().out.startswith("noam_rate, hint 3 of 3 (the exact fix): return factor")
+
+
+def test_a_failure_after_the_last_level_gives_its_fix_at_once(capsys):
+    for _ in range(3):
+        transformer_lessons.hint("noam_rate")
+    capsys.readouterr()
+    with pytest.raises(ExerciseError):
+        checks.check_noam_rate(noam_without_warmup)
+    transformer_lessons.hint()
+    out = capsys.readouterr().out
+    assert out.startswith("noam_rate, hint 3 of 3 (the exact fix), for what your last check found:")
+    assert "min(step ** -0.5, step * warmup ** -1.5)" in out
 
 
 def test_two_bugs_at_once_get_both_fixes(capsys):
@@ -310,7 +329,8 @@ def test_two_bugs_at_once_get_both_fixes(capsys):
 
     with pytest.raises(ExerciseError):
         checks.check_noam_rate(noam_two)
-    transformer_lessons.hint("noam_rate")
+    for _ in range(3):
+        transformer_lessons.hint("noam_rate")
     out = capsys.readouterr().out
     assert "  1. " in out and "  2. " in out and "d_model ** -0.5" in out
 

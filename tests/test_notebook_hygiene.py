@@ -113,6 +113,25 @@ def test_exercises_have_checks(notebook):
         )
 
 
+def test_hint_and_progress_are_imported_before_the_first_check(notebook):
+    """A failing check ends "more help: hint('…')": the name must be defined wherever a check can fail (issue 28)."""
+    path, nb = notebook
+    sources = [_source(c) for c in nb["cells"] if c["cell_type"] == "code"]
+    calls = [i for i, s in enumerate(sources) if re.search(r"^check_\w+\(", s, re.M)]
+    if not calls:
+        return
+    imported = {
+        name
+        for s in sources[: calls[0] + 1]
+        for m in re.finditer(r"^from transformer_lessons import ([\w, ]+)$", s, re.M)
+        for name in (n.strip() for n in m[1].split(","))
+    }
+    assert {"hint", "progress"} <= imported, (
+        f"{path.name}: its first check (code cell {calls[0]}) can fail with 'more help: hint(...)', "
+        "but hint and progress are not imported above it"
+    )
+
+
 def test_explorer_notebooks_have_an_attention_widget(notebook):
     path, nb = notebook
     if path.name[:2] not in WITH_EXPLORER:

@@ -447,26 +447,32 @@ def _name_of(what: str | Callable[..., Any] | None) -> str:
 
 
 def hint_text(what: str | Callable[..., Any] | None = None) -> str:
-    """The next hint for an exercise, as :func:`hint` prints it (and advance to the one after)."""
+    """The next hint for an exercise, as :func:`hint` prints it (and advance to the one after).
+
+    The levels go where to look, the approach, the exact fix. After a failing check that
+    recognised a known bug, the first two levels say they are about that bug's place in
+    the code, and the third gives that bug's own fix before the exercise's.
+    """
     name = _name_of(what)
     failure = _failures.get(name)
-    if failure and failure["fixes"] and not failure["shown"]:
-        failure["shown"] = True
-        fixes = failure["fixes"]
-        lines = [f"{name}, the fix for what your last check found:"]
-        lines += (
-            [f"  {fix}" for fix in fixes] if len(fixes) == 1 else [f"  {i}. {fix}" for i, fix in enumerate(fixes, 1)]
-        )
-        if _shown.get(name, 0) < LEVELS:
-            lines.append(f"  call hint('{name}') again for the exercise's hints, one level at a time")
-        return "\n".join(lines)
+    pending = bool(failure and failure["fixes"] and not failure["shown"])
     level = min(_shown.get(name, 0) + 1, LEVELS)
     _shown[name] = level
     label = ("where to look", "the approach", "the exact fix")[level - 1]
-    text = f"{name}, hint {level} of {LEVELS} ({label}): {exercise(name).hints[level - 1]}"
+    lines = [f"{name}, hint {level} of {LEVELS} ({label}): {exercise(name).hints[level - 1]}"]
+    if pending and level < LEVELS:
+        lines.append(f"  your last check named the bug; hint {LEVELS} gives its fix")
+    elif pending:
+        failure["shown"] = True
+        fixes = failure["fixes"]
+        lines.insert(0, f"{name}, hint {level} of {LEVELS} (the exact fix), for what your last check found:")
+        lines[1:] = (
+            [f"  {fix}" for fix in fixes] if len(fixes) == 1 else [f"  {i}. {fix}" for i, fix in enumerate(fixes, 1)]
+        )
+        lines.append(f"  and the exercise's whole line: {exercise(name).hints[-1]}")
     if level == LEVELS:
-        text += "\n  that was the last hint; a whole solution is folded under the exercise (Show a solution)"
-    return text
+        lines.append("  that was the last hint; a whole solution is folded under the exercise (Show a solution)")
+    return "\n".join(lines)
 
 
 def hint(what: str | Callable[..., Any] | None = None) -> None:
@@ -476,8 +482,8 @@ def hint(what: str | Callable[..., Any] | None = None) -> None:
         what: the exercise's name (``"noam_rate"``), its check (``check_noam_rate``),
             or nothing for the exercise checked last.
 
-    After a failing check that recognised a known bug, the first call shows that
-    bug's fix; later calls go on with the exercise's own hints, one level each. A name
+    After a failing check that recognised a known bug, the levels keep their order and
+    the third gives that bug's own fix (at once, if the third was reached before). A name
     that is no exercise (or no name before any check ran) gets one line saying so.
     """
     try:

@@ -443,12 +443,17 @@ def _feedback_notebook(target_dir) -> str:
     """Three answers to the causal-mask exercise, as a learner writes them: wrong, right, not started."""
     nb = nbformat.v4.new_notebook()
     nb.metadata = nbformat.read(ROOT / "notebooks" / "03_masks.ipynb", as_version=4).metadata
+    learner = nbformat.read(ROOT / "learner" / "03_masks.ipynb", as_version=4)
+    # The learner's own first cell, as it is: a failing check's "more help: hint(...)" must work after it (issue 28).
+    setup = next(c.source for c in learner.cells if "from transformer_lessons.checks import" in c.source)
     nb.cells = [
-        nbformat.v4.new_code_cell("import torch\nfrom transformer_lessons.checks import check_causal_mask"),
+        nbformat.v4.new_code_cell(setup),
         nbformat.v4.new_code_cell(
             "def causal_mask(size):\n    return torch.ones(size, size).tril(-1).bool()  # off by one\n\n"
             "check_causal_mask(causal_mask)"
         ),
+        nbformat.v4.new_code_cell("hint()"),
+        nbformat.v4.new_code_cell("hint()\nhint()"),
         nbformat.v4.new_code_cell(
             "def causal_mask(size):\n    return torch.ones(size, size).tril().bool()\n\ncheck_causal_mask(causal_mask)"
         ),
@@ -470,19 +475,27 @@ def test_a_failing_check_shows_only_its_diagnosis(browser_page, lab_server, tmp_
             "() => [...document.querySelectorAll('.jp-OutputArea-output')].some(e => e.innerText.includes('causal_mask'))",
             timeout=RUN_ALL_TIMEOUT_MS,
         )
-        for index in (2, 3):
+        for index in (2, 3, 4, 5):
             cells.nth(index).click()
             page.keyboard.press("Shift+Enter")
         page.wait_for_function(
             "() => [...document.querySelectorAll('.jp-OutputArea-output')].some(e => e.innerText.includes('not implemented yet'))",
             timeout=RUN_ALL_TIMEOUT_MS,
         )
-        wrong, right, stub = (cells.nth(i).locator(".jp-OutputArea").inner_text() for i in (1, 2, 3))
+        wrong, first_hint, more_hints, right, stub = (
+            cells.nth(i).locator(".jp-OutputArea").inner_text() for i in (1, 2, 3, 4, 5)
+        )
         _save(cells.nth(1).screenshot(), "check_feedback_wrong.png", tmp_path)
         _save(page.screenshot(full_page=True), "check_feedback.png", tmp_path)
         # The diagnosis names the bug in words; the code of the fix waits for hint() (issue 18: hints in tiers).
         assert "off by one" in wrong and "more help: hint('causal_mask')" in wrong and "tril" not in wrong, wrong
         assert "Traceback" not in wrong and "transformer_lessons" not in wrong and len(wrong.splitlines()) <= 6, wrong
+        # hint() after the failure, as the message says: where to look first, the bug's own fix at the third level.
+        assert first_hint.startswith("causal_mask, hint 1 of 3 (where to look)"), first_hint
+        assert "NameError" not in first_hint and "tril" not in first_hint, first_hint
+        assert "hint 2 of 3 (the approach)" in more_hints and "hint 3 of 3 (the exact fix)" in more_hints, more_hints
+        assert more_hints.index("hint 2 of 3") < more_hints.index("hint 3 of 3") and "tril" in more_hints, more_hints
+        _save(cells.nth(3).screenshot(), "check_feedback_hints.png", tmp_path)
         assert "causal_mask" in right and "Out[" not in right and "True" not in right, right
         assert "not implemented yet" in stub and "Traceback" not in stub, stub
     except BaseException:
