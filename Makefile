@@ -53,19 +53,14 @@ setup: $(VENV)/.installed $(LAB_SETTINGS)
 # picked up by accident; only `make learn ARGS=...` sets it.
 ARGS :=
 
-# As root (a Docker container, many workshop VMs) JupyterLab refuses to start ("Running as root is not
-# recommended. Use --allow-root to bypass."): there the two targets pass --allow-root, and say so.
-# AS_ROOT=yes or AS_ROOT= overrides what `id -u` says.
-AS_ROOT ?= $(if $(filter 0,$(shell id -u)),yes)
-ROOT_NOTE = @echo "make: you are root (a container or VM?), so JupyterLab starts with --allow-root"
-
+# Both run `python -m transformer_lessons lab` (transformer_lessons/lab_launch.py), the command a machine without
+# make runs too: JupyterLab rooted at this folder (learner/ and notebooks/ both reachable), kernels over local sockets
+# on Linux and macOS, and --allow-root for root (a Docker container, many workshop VMs), with a line saying so.
 learn: setup
-	$(if $(AS_ROOT),$(ROOT_NOTE))
-	$(DATA_ENV) $(BIN)/jupyter lab learner/ $(if $(AS_ROOT),--allow-root) $(ARGS)
+	$(DATA_ENV) $(BIN)/python -m transformer_lessons lab $(ARGS)
 
 lab: setup
-	$(if $(AS_ROOT),$(ROOT_NOTE))
-	$(DATA_ENV) $(BIN)/jupyter lab notebooks/ $(if $(AS_ROOT),--allow-root) $(ARGS)
+	$(DATA_ENV) $(BIN)/python -m transformer_lessons lab --solutions $(ARGS)
 
 # Every test: the code's format and lint (ruff), unit tests, then every notebook executed by nbval in quick mode.
 # TQDM_MININTERVAL: progress bars refresh at most every 5 s, so a long bar cannot flood

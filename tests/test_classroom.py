@@ -230,7 +230,7 @@ def _make(*args: str, env: dict | None = None, cwd: Path = REPO) -> str:
 
 def test_make_learn_passes_the_data_folder_but_an_empty_one_leaves_the_shells():
     def lab_line(*args, env=None):
-        lines = [line for line in _make("-n", *args, env=env).splitlines() if "jupyter lab" in line]
+        lines = [line for line in _make("-n", *args, env=env).splitlines() if "transformer_lessons lab" in line]
         assert len(lines) == 1, lines
         return lines[0]
 

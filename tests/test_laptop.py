@@ -1,7 +1,8 @@
 """A learner's laptop: the commands that open the course, where runs go, what git ignores, and HTML exports.
 
-* ``make learn`` opens ``learner/`` and ``make lab`` opens ``notebooks/``; ``ARGS``
-  reaches ``jupyter lab`` (checked with ``make -n``: no server starts);
+* ``make learn`` opens ``learner/`` and ``make lab`` opens ``notebooks/``, both through
+  ``python -m transformer_lessons lab``, rooted at the course; ``ARGS`` reaches ``jupyter lab``
+  (checked with ``make -n``: no server starts); a kernel it starts talks over local sockets;
 * training writes the repository's top-level ``runs/``, never a folder of lessons;
 * ``git`` ignores runs, HTML exports and checkpoints, not the lessons;
 * a static HTML export (``jupyter nbconvert --to html``) shows every explorer's
@@ -49,7 +50,7 @@ def _make_dry_run(*args: str) -> list[str]:
 
 def _without_environment(line: str) -> str:
     """A command line without the ``NAME=value`` settings in front of it (the data folder: test_classroom checks it)."""
-    words = shlex.split(line) if "jupyter lab" in line else None
+    words = shlex.split(line) if "transformer_lessons lab" in line else None
     if not words:
         return line
     while words and "=" in words[0] and not words[0].startswith("-"):
@@ -57,26 +58,59 @@ def _without_environment(line: str) -> str:
     return shlex.join(words)
 
 
-@pytest.mark.parametrize("target, folder", [("learn", "learner/"), ("lab", "notebooks/")])
-def test_make_opens_jupyterlab_on_its_folder_with_the_args_given(target, folder):
-    lines = _make_dry_run(target, "AS_ROOT=", "ARGS=--no-browser --port 8890 --IdentityProvider.token=abc")
-    lab = [shlex.split(line) for line in lines if "jupyter lab" in line]
+@pytest.mark.parametrize("target, flags", [("learn", []), ("lab", ["--solutions"])])
+def test_make_runs_the_course_lab_command_with_the_args_given(target, flags):
+    lines = _make_dry_run(target, "ARGS=--no-browser --port 8890 --IdentityProvider.token=abc")
+    lab = [shlex.split(line) for line in lines if "transformer_lessons lab" in line]
     assert lab == [
-        [".venv/bin/jupyter", "lab", folder, "--no-browser", "--port", "8890", "--IdentityProvider.token=abc"]
+        [
+            ".venv/bin/python",
+            "-m",
+            "transformer_lessons",
+            "lab",
+            *flags,
+            "--no-browser",
+            "--port",
+            "8890",
+            "--IdentityProvider.token=abc",
+        ]
     ], lines
-    plain = [shlex.split(line) for line in _make_dry_run(target, "AS_ROOT=") if "jupyter lab" in line]
-    assert plain == [[".venv/bin/jupyter", "lab", folder]], "an ARGS of the shell must not reach jupyter lab"
+    plain = [shlex.split(line) for line in _make_dry_run(target) if "transformer_lessons lab" in line]
+    assert plain == [[".venv/bin/python", "-m", "transformer_lessons", "lab", *flags]], (
+        "an ARGS of the shell must not reach jupyter lab"
+    )
 
 
-@pytest.mark.parametrize("target, folder", [("learn", "learner/"), ("lab", "notebooks/")])
-def test_as_root_make_allows_root_and_says_so(target, folder):
-    lines = _make_dry_run(target, "AS_ROOT=yes", "ARGS=--port 8890")
-    lab = [shlex.split(line) for line in lines if "jupyter lab" in line]
-    assert lab == [[".venv/bin/jupyter", "lab", folder, "--allow-root", "--port", "8890"]], lines
-    assert any("you are root" in line and "--allow-root" in line for line in lines), lines
-    # Left to itself, make asks `id -u`.
-    detected = [line for line in _make_dry_run(target) if "jupyter lab" in line]
-    assert ("--allow-root" in detected[0]) == (os.geteuid() == 0), detected
+@pytest.mark.parametrize("solutions, folder", [(False, "learner"), (True, "notebooks")])
+def test_the_lab_command_roots_jupyterlab_at_the_course_and_opens_its_folder(solutions, folder):
+    from transformer_lessons.lab_launch import lab_command
+
+    posix = lab_command(ROOT, solutions=solutions, extra=["--port", "8890"], python="py", as_root=False)
+    assert posix[:4] == ["py", "-m", "jupyter", "lab"] and posix[-2:] == ["--port", "8890"], posix
+    assert f"--ServerApp.root_dir={ROOT}" in posix and f"--LabApp.default_url=/lab/tree/{folder}" in posix
+    assert "--KernelManager.transport=ipc" in posix and "--allow-root" not in posix
+    windows = lab_command(ROOT, solutions=solutions, python="py", as_root=False, os_name="nt")
+    assert "--KernelManager.transport=ipc" not in windows, "Windows has no ipc transport: TCP on the loopback"
+    assert "--allow-root" in lab_command(ROOT, python="py", as_root=True)
+
+
+def test_the_lab_command_finds_the_course_from_a_subfolder_and_names_the_way_out_elsewhere(tmp_path, capsys):
+    from transformer_lessons.__main__ import main
+    from transformer_lessons.lab_launch import lab_root
+
+    assert lab_root(ROOT / "learner") == ROOT and lab_root(ROOT / "transformer_lessons" / "viz") == ROOT
+    # Outside any clone it falls back to the clone this package was installed from (an editable install) ...
+    assert lab_root(tmp_path) == ROOT
+    # ... and where there is none, one line.
+    import transformer_lessons.lab_launch as lab_launch
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(lab_launch, "__file__", str(tmp_path / "site-packages" / "transformer_lessons" / "lab_launch.py"))
+        patch.chdir(tmp_path)
+        assert main(["lab", "--no-browser"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {tmp_path} is not in the course folder (the one with learner/ and notebooks/)")
+    assert len(err.strip().splitlines()) == 1, err
 
 
 def _get_json(url: str, timeout: float = 5):
@@ -125,6 +159,21 @@ def test_make_learn_starts_a_quiet_jupyterlab_even_as_root(tmp_path):
         assert "fetchNews" not in setting["settings"], setting["settings"]
         if os.geteuid() == 0:
             assert "you are root" in log.read_text()
+        # Rooted at the course: the learner banner's link to ../notebooks/ resolves, and it opens on learner/.
+        for folder in ("learner", "notebooks"):
+            assert _get_json(f"{base}/api/contents/{folder}?content=0&token={token}")["type"] == "directory"
+        assert "/lab/tree/learner" in log.read_text()
+        # A kernel (what every notebook starts) talks over local sockets: no "without encryption" warning.
+        request = urllib.request.Request(f"{base}/api/kernels?token={token}", method="POST", data=b"{}")
+        with urllib.request.urlopen(request, timeout=60) as response:
+            kernel = json.loads(response.read())
+        deadline = time.monotonic() + 60
+        while _get_json(f"{base}/api/kernels/{kernel['id']}?token={token}")["execution_state"] in ("starting",):
+            assert time.monotonic() < deadline, f"the kernel did not start:\n{log.read_text()[-2000:]}"
+            time.sleep(0.5)
+        connection = json.loads(next((tmp_path / "runtime").glob("kernel-*.json")).read_text())
+        assert connection["transport"] == "ipc", connection
+        assert "without encryption" not in log.read_text(), log.read_text()[-2000:]
     finally:
         with contextlib.suppress(OSError):
             urllib.request.urlopen(
@@ -307,3 +356,64 @@ def test_a_static_html_export_shows_every_explorers_picture(exported):
         assert cell.select(f'script[type="{WIDGET_VIEW}"]'), f"{name}: the live widget is gone from the export"
         # The rule that hides the copy lives in the widget (drawn only by the widget script), never in the page's CSS.
         assert copy[-40:] not in css, f"{name}: the page's own CSS hides the static copy"
+
+
+# --- the route without make ---------------------------------------------------------------------
+
+
+def _readme_block_after(marker: str, fence: str) -> list[str]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index(f"```{fence}\n", text.index(marker)) + len(fence) + 4
+    return text[start : text.index("```", start)].strip().splitlines()
+
+
+def _make_recipe(target: str) -> list[str]:
+    """The commands of a Makefile rule, as they read with the venv's paths filled in and make's own knobs left out."""
+    lines = (ROOT / "Makefile").read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"{target}:"))
+    recipe = []
+    for line in lines[start + 1 :]:
+        if not line.startswith("\t"):
+            break
+        command = line.strip()
+        for make_part, shell in (
+            ("$(BIN)/python", ".venv/bin/python"),
+            ("$(PYTHON) -m venv $(VENV)", "python3 -m venv .venv"),
+            ("$(DATA_ENV) ", ""),
+            (" $(ARGS)", ""),
+            (" --quiet", ""),
+            (" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))", ""),
+        ):
+            command = command.replace(make_part, shell)
+        if not command.startswith("touch"):
+            recipe.append(command)
+    return recipe
+
+
+def test_the_readme_route_without_make_is_what_make_runs():
+    unix = _readme_block_after("**Without `make`**", "bash")
+    windows = _readme_block_after("On Windows (PowerShell or cmd", "bat")
+    assert unix == _make_recipe("$(BIN)/python") + _make_recipe("$(VENV)/.installed") + _make_recipe("learn"), unix
+    as_unix = [
+        line.replace("py -m venv", "python3 -m venv").replace(".venv\\Scripts\\python", ".venv/bin/python")
+        for line in windows
+    ]
+    assert as_unix == unix, "the Windows commands are the macOS/Linux ones with Windows' paths"
+    assert "lab --solutions" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_the_lab_command_installs_the_course_settings_once(tmp_path, capsys):
+    from transformer_lessons.lab_launch import SETTINGS_TARGET, install_lab_settings
+
+    written = install_lab_settings(ROOT, prefix=tmp_path)
+    assert written == tmp_path / SETTINGS_TARGET
+    assert written.read_bytes() == (ROOT / "jupyter" / "lab-settings.json").read_bytes()
+    assert install_lab_settings(ROOT, prefix=tmp_path) is None, "already there: nothing to do"
+    written.write_text("{}")
+    assert install_lab_settings(ROOT, prefix=tmp_path) == written, "out of date: written again"
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    (locked / "share").write_text("a file where a folder should be")  # fails for root too, unlike chmod
+    assert install_lab_settings(ROOT, prefix=locked) is None
+    out = capsys.readouterr().out
+    assert out.startswith("note: the course's JupyterLab settings could not be installed") and out.count("\n") == 1

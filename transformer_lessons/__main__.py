@@ -269,12 +269,19 @@ def cmd_classroom(args) -> int:
     return 0
 
 
+def cmd_lab(args) -> int:
+    from transformer_lessons.lab_launch import launch
+
+    return launch(solutions=args.solutions, extra=args.jupyter_args)
+
+
 COMMANDS = {
     "prepare": cmd_prepare,
     "train": cmd_train,
     "translate": cmd_translate,
     "evaluate": cmd_evaluate,
     "classroom": cmd_classroom,
+    "lab": cmd_lab,
 }
 
 
@@ -315,7 +322,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_utf8(argv)
         args, extra = parser.parse_known_args(argv)  # every option is checked here, before any work
-        if extra:  # said here rather than by parse_args, to name the command they were given to
+        args.jupyter_args = extra if args.command == "lab" else []  # lab hands the options it does not know on
+        if (
+            extra and args.command != "lab"
+        ):  # said here rather than by parse_args, to name the command they were given to
             prog = f"{PROG} {args.command}" if args.command else PROG
             raise UsageError(usage_line(prog, f"unrecognized arguments: {' '.join(extra)}"))
     except UsageError as err:

@@ -298,6 +298,20 @@ def _add_classroom(sub) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
+def _add_lab(sub) -> None:
+    p = sub.add_parser(
+        "lab",
+        help="open the course in JupyterLab (what make learn runs; Windows and macOS too)",
+        description="Start JupyterLab on the course folder (run it there), opened on learner/: the notebooks with the "
+        "exercises open. Options this command does not know go to jupyter lab as they are (--port 8890, --no-browser).",
+    )
+    p.add_argument(
+        "--solutions",
+        action="store_true",
+        help="open notebooks/ instead: every answer and output (what make lab opens)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog=PROG,
@@ -305,7 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=f"Run '{PROG} COMMAND --help' for the options of a command.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")  # subparsers are OneLineParsers too
-    for add in (_add_prepare, _add_train, _add_translate, _add_evaluate, _add_classroom):
+    for add in (_add_prepare, _add_train, _add_translate, _add_evaluate, _add_classroom, _add_lab):
         add(sub)
     return parser
 
