@@ -284,3 +284,18 @@ def test_offline_script_leaves_only_the_loopback():
         "offline.sh: the network is off (loopback only)",
         f"outside: {errno.ENETUNREACH}",
     ]
+
+
+def test_preparing_removes_one_persons_progress_from_the_shared_cache(tmp_path):
+    cache = tmp_path / "classroom" / "cache"
+    cache.mkdir(parents=True)
+    (cache / "progress.json").write_text('{"version": 1, "exercises": {"noam_rate": {"status": "pass"}}}')
+    (cache / "progress.json.lock").write_text("")
+    said = []
+    classroom.forget_progress(cache, said.append)
+    assert not (cache / "progress.json").exists() and not (cache / "progress.json.lock").exists()
+    assert said == [
+        f"removed {cache / 'progress.json'}: one person's exercise verdicts, which every copy of the folder would show"
+    ]
+    classroom.forget_progress(cache, said.append)
+    assert len(said) == 1, "nothing there: nothing said"

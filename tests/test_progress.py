@@ -71,6 +71,83 @@ def test_the_default_file_is_in_the_package_cache(monkeypatch, tmp_path):
     assert learner_progress.progress_file() == tmp_path / "cache" / "progress.json"
 
 
+def test_the_default_file_is_never_a_prepared_folders_shared_cache(monkeypatch, tmp_path):
+    # In a folder prepared with `make classroom`, cache_dir() is its classroom/cache, copied to every learner: a
+    # verdict written there (the teacher trying the solutions) would show as every learner's (issue 29).
+    from transformer_lessons.data import files
+
+    monkeypatch.delenv(learner_progress.PROGRESS_ENV, raising=False)
+    monkeypatch.delenv("TRANSFORMER_LESSONS_CACHE", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(files, "classroom_cache", lambda: tmp_path / "course" / "classroom" / "cache")
+    assert files.cache_dir() == tmp_path / "course" / "classroom" / "cache"  # the data still comes from there
+    assert learner_progress.progress_file() == tmp_path / "home" / ".cache" / "transformer_lessons" / "progress.json"
+
+
+def test_a_progress_file_that_is_a_folder_gets_one_line_naming_the_way_out(tmp_path, monkeypatch, capsys):
+    folder = tmp_path / "progress_here"
+    folder.mkdir()
+    monkeypatch.setenv(learner_progress.PROGRESS_ENV, str(folder))
+    monkeypatch.setattr(learner_progress, "_warned", set())
+    checks.check_mask_inversion(right)
+    checks.check_mask_inversion(right)
+    out = capsys.readouterr().out
+    notes = [line for line in out.splitlines() if "progress not saved" in line]
+    assert notes == [
+        f"(progress not saved: {folder} is a folder; set {learner_progress.PROGRESS_ENV} to a file name, "
+        f"such as {folder / 'progress.json'})"
+    ], out
+    assert out.count("✔ mask_inversion: correct") == 2 and list(folder.iterdir()) == []
+
+
+WRITER = """
+import sys
+from transformer_lessons import learner_progress
+for i in range(int(sys.argv[2])):
+    learner_progress.record(f"{sys.argv[1]}_{i}", "pass")
+"""
+
+
+def test_two_kernels_recording_at_once_lose_no_verdict(record_file):
+    # Without the lock, two processes reading, changing and rewriting the file lost 23 of 250 verdicts (issue 29).
+    import subprocess
+    import sys
+
+    n = 60
+    env = {**os.environ, learner_progress.PROGRESS_ENV: str(record_file)}
+    writers = [
+        subprocess.Popen([sys.executable, "-c", WRITER, name, str(n)], env=env) for name in ("first", "second", "third")
+    ]
+    assert [w.wait(timeout=300) for w in writers] == [0, 0, 0]
+    kept = learner_progress._read(record_file)
+    assert len(kept) == 3 * n, f"{3 * n - len(kept)} verdicts lost"
+    assert (record_file.parent / "progress.json.lock").exists()
+
+
+def test_the_lock_is_what_keeps_them(record_file, monkeypatch):
+    """The same writers with the lock taken away lose verdicts: the test above can fail."""
+    import threading
+
+    monkeypatch.setattr(learner_progress, "_try_lock", lambda handle: True)  # every writer "gets" it at once
+    original = learner_progress._read
+
+    def slow_read(path):
+        found = original(path)
+        threading.Event().wait(0.002)  # the gap between reading and rewriting, widened
+        return found
+
+    monkeypatch.setattr(learner_progress, "_read", slow_read)
+    threads = [
+        threading.Thread(target=lambda k=k: [learner_progress.record(f"t{k}_{i}", "pass") for i in range(20)])
+        for k in range(4)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(original(record_file)) < 80
+
+
 def test_a_corrupt_file_costs_one_line_and_no_traceback(record_file, capsys):
     record_file.write_text("{ not json", encoding="utf-8")
     checks.check_mask_inversion(right)

@@ -115,8 +115,20 @@ def prepare(
         check_course_model(progress, say)
         if quick_model:
             train_quick_model(progress, say)
+    forget_progress(cache, say)
     _write_readme(cache.parent)
     return cache
+
+
+def forget_progress(cache: Path, say: Say) -> None:
+    """Remove a learner-progress file from the folder's cache: its verdicts are one person's (the teacher trying the
+    solutions, an older version of the course that kept progress there), not every copy's."""
+    for name in ("progress.json", "progress.json.lock"):
+        stale = cache / name
+        if stale.is_file():
+            stale.unlink()
+            if name == "progress.json":
+                say(f"removed {stale}: one person's exercise verdicts, which every copy of the folder would show")
 
 
 def gather_data(cache: Path, source: Path | None, progress: bool, say: Say) -> None:

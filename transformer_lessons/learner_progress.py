@@ -2,11 +2,13 @@
 
 Every ``check_*`` records its verdict for its exercise when it runs: ``pass``,
 ``fail`` or ``stub`` (still the stub raising NotImplementedError), with the time.
-The record is a small JSON file, ``progress.json`` in the package's cache folder
-(:func:`transformer_lessons.data.cache_dir`), or the file named by
-``$TRANSFORMER_LESSONS_PROGRESS``. It is written atomically (:mod:`.atomic`), never
-sent anywhere, and a file that cannot be read or written never breaks a check: the
-check says so in one line, once, and goes on.
+The record is a small JSON file, ``progress.json`` in the user's own cache folder
+(:func:`transformer_lessons.data.files.user_cache_dir`: never the ``classroom/cache`` of a
+prepared course folder, whose copies every learner gets), or the file named by
+``$TRANSFORMER_LESSONS_PROGRESS``. It is written atomically (:mod:`.atomic`) while a lock
+file beside it is held, so that two kernels checking at once keep both verdicts; it is never
+sent anywhere, and a file that cannot be read or written never breaks a check: the check
+says so in one line, once, and goes on.
 
 ``progress()`` lists every exercise of the course (:data:`.exercises.EXERCISES`,
 in notebook order) with ✔ (passed), ✘ (failed), … (still a stub) or "not started",
@@ -20,25 +22,29 @@ import datetime as _dt
 import html
 import json
 import os
+import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from transformer_lessons.atomic import atomic_write_json
-from transformer_lessons.data.files import cache_dir
+from transformer_lessons.data.files import user_cache_dir
 from transformer_lessons.exercises import EXERCISES
+from transformer_lessons.rundir import _try_lock
 
 PROGRESS_ENV = "TRANSFORMER_LESSONS_PROGRESS"
 FILE_NAME = "progress.json"
 STATUSES = ("pass", "fail", "stub")
 MARKS = {"pass": "✔ passed", "fail": "✘ failed", "stub": "… stub", None: "not started"}
+LOCK_WAIT_S = 5.0  # how long a check waits for another kernel's write before it writes anyway
 
 _warned: set[str] = set()  # problems already reported once in this process
 
 
 def progress_file() -> Path:
-    """Where the record lives: ``$TRANSFORMER_LESSONS_PROGRESS``, else ``<cache_dir>/progress.json``."""
+    """Where the record lives: ``$TRANSFORMER_LESSONS_PROGRESS``, else ``<user_cache_dir>/progress.json``."""
     env = os.environ.get(PROGRESS_ENV, "").strip()
-    return Path(env).expanduser() if env else cache_dir() / FILE_NAME
+    return Path(env).expanduser() if env else user_cache_dir() / FILE_NAME
 
 
 def _say_once(key: str, line: str) -> None:
@@ -62,14 +68,40 @@ def _read(path: Path) -> dict[str, Any]:
         return {}
 
 
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold ``<path>.lock`` while reading and rewriting the record: another kernel's verdict cannot be lost between
+    the two. Waits at most LOCK_WAIT_S for it; where no lock can be had (a read-only folder), goes on without."""
+    try:
+        handle = open(path.with_name(path.name + ".lock"), "a+", encoding="utf-8")
+    except OSError:
+        yield
+        return
+    try:
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while not _try_lock(handle) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        yield
+    finally:
+        handle.close()  # closing releases the lock
+
+
 def record(name: str, status: str) -> None:
     """Record one check's verdict; never raises (a failure to write is said in one line, once)."""
     try:
         path = progress_file()
-        exercises = _read(path)
-        when = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
-        exercises[name] = {"status": status, "when": when}
-        atomic_write_json(path, {"version": 1, "exercises": exercises})
+        if path.is_dir():
+            _say_once(
+                "folder",
+                f"(progress not saved: {path} is a folder; set {PROGRESS_ENV} to a file name, "
+                f"such as {path / FILE_NAME})",
+            )
+            return
+        with _locked(path):
+            exercises = _read(path)
+            when = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
+            exercises[name] = {"status": status, "when": when}
+            atomic_write_json(path, {"version": 1, "exercises": exercises})
     except Exception as error:  # noqa: BLE001 - a progress note must never break a check
         _say_once("write", f"(progress not saved: {type(error).__name__}: {error})")
 

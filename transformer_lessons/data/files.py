@@ -122,7 +122,14 @@ def cache_dir() -> Path:
     env = os.environ.get(CACHE_ENV, "").strip()
     if env:
         return Path(env).expanduser()
-    return classroom_cache() or Path.home() / ".cache" / "transformer_lessons"
+    return classroom_cache() or user_cache_dir()
+
+
+def user_cache_dir() -> Path:
+    """This user's own cache: ``$TRANSFORMER_LESSONS_CACHE``, else ``~/.cache/transformer_lessons``; never a course
+    folder's ``classroom/cache``, which every copy of the folder shares (what belongs to one learner goes here)."""
+    env = os.environ.get(CACHE_ENV, "").strip()
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "transformer_lessons"
 
 
 def _url_of(name: str) -> str:
