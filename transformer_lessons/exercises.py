@@ -10,8 +10,8 @@ and three hints, written once here:
 ``hint("noam_rate")`` (or ``hint(check_noam_rate)``, or ``hint()`` for the exercise
 checked last) prints the next level each time it is called. A failing check names
 the bug and the concept and ends with ``more help: hint('<name>')``; when it
-recognised a known bug, the first ``hint`` after it shows that bug's exact fix (the
-code the check kept back), and the following calls go on with the levels.
+recognised a known bug and kept its fix back, the levels keep their order, the first
+two say so, and the third starts with that bug's own fix (the code the check kept back).
 
 The stub of an exercise says what to return (its goal, from the ``# BEGIN SOLUTION:``
 line of the notebook); nothing on screen shows the solution's code until the
@@ -450,8 +450,8 @@ def hint_text(what: str | Callable[..., Any] | None = None) -> str:
     """The next hint for an exercise, as :func:`hint` prints it (and advance to the one after).
 
     The levels go where to look, the approach, the exact fix. After a failing check that
-    recognised a known bug, the first two levels say they are about that bug's place in
-    the code, and the third gives that bug's own fix before the exercise's.
+    recognised a known bug and kept its fix back, the first two levels add a line saying
+    so, and the third gives that bug's own fix before the exercise's whole line.
     """
     name = _name_of(what)
     failure = _failures.get(name)

@@ -353,12 +353,12 @@ def check_mask_inversion(fn: Callable[[torch.Tensor], torch.Tensor]) -> str:
         if torch.equal(answer != 0, expected):
             raise known_bug(
                 f"the values are right but the dtype is {answer.dtype}: converting to numbers (blocked.int(), .float(), arithmetic) loses the bool dtype; "
-                "~blocked (or blocked.logical_not()) keeps a bool tensor"
+                "negate the bool tensor itself, which keeps it bool[[: ~blocked, or blocked.logical_not()]]"
             )
         raise ExerciseError(f"return a bool tensor (True = may attend), got dtype {answer.dtype}")
     bugs = [
         (
-            "that is the input unchanged: every True must become False and every False True (use ~blocked)",
+            "that is the input unchanged: every True must become False and every False True[[: ~blocked]]",
             lambda: original,
         ),
         (
