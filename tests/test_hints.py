@@ -437,3 +437,15 @@ def test_every_learner_solution_cell_folds_the_first_two_hints_of_its_exercise()
             assert hints[2] not in text[:solution]  # the third level, the exact fix, is hint()'s
             folded += 1
     assert folded == 28  # one solution cell per exercise cell (multi-head attention's two blocks share one)
+
+
+@pytest.mark.parametrize("answer", [lambda b: b.clone(), lambda b: 1 - b.int()], ids=["unchanged", "arithmetic"])
+def test_the_warm_ups_diagnoses_keep_the_operator_for_the_third_hint(answer, capsys):
+    with pytest.raises(ExerciseError) as error:
+        checks.check_mask_inversion(answer)
+    assert "~blocked" not in str(error.value) and "logical_not" not in str(error.value)
+    for _ in range(3):
+        transformer_lessons.hint()
+    out = capsys.readouterr().out
+    third = out[out.index("hint 3 of 3") :]
+    assert third.startswith("hint 3 of 3 (the exact fix), for what your last check found:") and "~blocked" in third
