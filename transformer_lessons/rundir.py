@@ -95,8 +95,15 @@ def make_out_dir(out: str | os.PathLike) -> Path:
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise TrainingError(f"cannot create the output folder {out}: {err.strerror or err}") from err
+        raise TrainingError(f"cannot create the output folder {out}: {err.strerror or err}{_WAY_OUT}") from err
     return out
+
+
+#: What to do when a run's folder cannot be written (a shared, read-only course install, a full disk).
+_WAY_OUT = (
+    f"; give the run a folder you can write: out_dir=... in a notebook, --out DIR on the command line, "
+    f"or {RUNS_ENV}=<folder> for every run"
+)
 
 
 def _try_lock(handle) -> bool:
@@ -126,7 +133,10 @@ def run_lock(out: str | os.PathLike) -> Iterator[Path]:
         RunInUseError: another run (in this process or another) holds it.
     """
     path = Path(out) / LOCK_NAME
-    handle = open(path, "a+", encoding="utf-8")
+    try:
+        handle = open(path, "a+", encoding="utf-8")
+    except PermissionError as err:  # a read-only folder: the run could write nothing there either
+        raise TrainingError(f"cannot write in the run's folder {out}: {err.strerror or err}{_WAY_OUT}") from err
     try:
         if not _try_lock(handle):
             handle.seek(0)
