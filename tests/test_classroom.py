@@ -299,3 +299,14 @@ def test_preparing_removes_one_persons_progress_from_the_shared_cache(tmp_path):
     ]
     classroom.forget_progress(cache, said.append)
     assert len(said) == 1, "nothing there: nothing said"
+
+
+def test_check_does_not_call_a_plain_state_dict_under_the_model_variable_ready(course, monkeypatch):
+    import torch
+
+    own = course / "mine.pt"
+    torch.save(torch.nn.Linear(2, 2).state_dict(), own)  # what torch.save(model.state_dict()) gives: no vocabularies
+    monkeypatch.setenv(MODEL_ENV, str(own))
+    item = next(i for i in classroom.readiness() if i.what == "the course's model")
+    assert not item.ready and item.needed
+    assert item.detail.startswith(f"{MODEL_ENV}={own}: ") and "unset it to use the course's model" in item.detail

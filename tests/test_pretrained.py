@@ -189,6 +189,14 @@ def test_the_model_env_variable_is_used_as_is_and_must_exist(setting, monkeypatc
     ):
         course_model_file()
     own.write_bytes(b"my own export, another SHA-256")
+    with pytest.raises(PretrainedError) as error:  # not a model at all: said naming the variable, at once
+        course_model_file()
+    message = str(error.value)
+    assert message.startswith(f"{pretrained.MODEL_ENV}={own}: ") and "unset it to use the course's model" in message
+    torch.save(torch.nn.Linear(2, 2).state_dict(), own)  # a plain state_dict: loadable by torch, not a course model
+    with pytest.raises(PretrainedError, match=re.escape(f"{pretrained.MODEL_ENV}={own}: ")):
+        course_model_file()
+    own.write_bytes(write_fake_course_model(tmp_path / "export.pt"))  # a model the course saved: used as it is
     assert course_model_file() == own and setting.calls == []
     assert not pretrained.describe(own).startswith("the course's model")
 

@@ -64,6 +64,7 @@ from transformer_lessons.errors import CourseError
 from transformer_lessons.pretrained import (
     COURSE_MODEL_SHA256,
     MODEL_ENV,
+    PretrainedError,
     cached_copy,
     course_model_file,
     repository_copy,
@@ -304,7 +305,11 @@ def _tokens_item() -> Item:
 def _model_item() -> Item:
     own = os.environ.get(MODEL_ENV, "").strip()
     if own:
-        return Item("the course's model", Path(own).expanduser().is_file(), f"${MODEL_ENV}={own}")
+        try:
+            course_model_file(progress=False)  # your own file: there, and a model the course can load
+        except PretrainedError as err:
+            return Item("the course's model", False, str(err))
+        return Item("the course's model", True, f"${MODEL_ENV}={own}, a model the course loads")
     for path in (repository_copy(), cached_copy()):
         if path.is_file():
             ok = sha256_file(path) == COURSE_MODEL_SHA256

@@ -40,7 +40,7 @@ from typing import Any
 
 from transformer_lessons.data.files import _CacheWriteError, _download, cache_dir, sha256_file
 from transformer_lessons.translation import translate
-from transformer_lessons.errors import DataError
+from transformer_lessons.errors import CheckpointError, DataError
 from transformer_lessons.checkpoint import load_checkpoint
 
 COURSE_MODEL_PATH = "results/cpu_rotary/model_fp16.pt"  # inside the repository, '/'-separated
@@ -143,6 +143,13 @@ def course_model_file(progress: bool = True) -> Path:
             raise PretrainedError(
                 f"{MODEL_ENV}={own} but there is no file there; point it at a model file, or unset it to use the course's model."
             )
+        try:  # a plain state_dict, another project's file: said here, naming the variable, not later by its reader
+            load_checkpoint(path, "cpu")
+        except CheckpointError as err:
+            raise PretrainedError(
+                f"{MODEL_ENV}={own}: {err}; point it at a model the course saved (a run's best.pt, or "
+                "export_for_inference's file), or unset it to use the course's model"
+            ) from err
         return path
 
     path = repository_copy()
