@@ -725,3 +725,26 @@ def test_saved_files_are_written_atomically(monkeypatch, tmp_path):
     with pytest.raises(KeyboardInterrupt):
         Vocab.build([["b", "b"]], min_freq=1).save(tmp_path / "v.json")
     assert Vocab.load(tmp_path / "v.json") == vocab and files_in(tmp_path) == [tmp_path / "v.json"]
+
+
+def test_a_data_folder_this_user_cannot_read_is_one_data_error_in_a_notebook_too(tmp_path, monkeypatch):
+    # The command line refuses such a folder itself; prepare_corpus() in a notebook used to raise a bare PermissionError.
+    # Staged (the tests run as root, who may read anything): the first read in the folder is refused.
+    folder = tmp_path / "shared_multi30k"
+    folder.mkdir()
+    name = files.file_name("train", "de")
+    (folder / name).write_bytes(b"")
+
+    def refused(path):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(files, "sha256_file", refused)
+    monkeypatch.setenv(files.CACHE_ENV, str(tmp_path / "cache"))  # no tokenized splits to skip the reading
+    with pytest.raises(errors.DataError) as error:
+        data.prepare_corpus(data_dir=folder, progress=False)
+    message = str(error.value)
+    assert message.startswith(
+        f"the data directory {folder} (from data_dir= or $TRANSFORMER_LESSONS_DATA) cannot be read"
+    )
+    assert f"({folder / name})" in message and "unset TRANSFORMER_LESSONS_DATA to download them" in message
+    assert "\n" not in message

@@ -151,6 +151,17 @@ def _where_to_put_files(name: str) -> str:
 
 
 def _from_local_dir(directory: Path, name: str) -> Path:
+    try:
+        return _checked_local_file(directory, name)
+    except PermissionError as err:  # a shared folder this user may not read: one line, with the ways out
+        raise DataError(
+            f"the data directory {directory} (from data_dir= or ${DATA_ENV}) cannot be read: {err.strerror} "
+            f"({err.filename}). Ask for read access, or copy the Multi30k .gz files into a folder of your own and "
+            f"point {DATA_ENV} at it, or unset {DATA_ENV} to download them."
+        ) from err
+
+
+def _checked_local_file(directory: Path, name: str) -> Path:
     if not directory.is_dir():
         where = (
             directory if directory.is_absolute() else f"{directory} (relative to the working directory {Path.cwd()})"
