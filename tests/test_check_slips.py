@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+import torch
+
+from transformer_lessons import checks
 from transformer_lessons.checks.slips import Slip, slip_bugs
 
 
@@ -19,3 +23,23 @@ def test_slip_bugs_tries_each_alone_then_pairs_on_different_knobs():
     assert not any("A\n  2. A2" in hint for hint in named)  # the same knob twice is no pair
     without = slip_bugs(simulate, [Slip("A", {"a": 1}), Slip("B", {"b": 1})], [Slip("C", {"c": 1})], among=False)
     assert [hint.split("\n")[-1] for hint, _ in without if "two things" in hint] == ["  2. C", "  2. C"]
+
+
+def test_pythons_not_on_a_tensor_is_pointed_to_the_tensor_operators():
+    # `not blocked` asks the whole mask for one bool: PyTorch's message says "ambiguous" and nothing about ~ (issue 29).
+    def with_not(blocked):
+        return not blocked
+
+    with pytest.raises(checks.ExerciseError) as error:
+        checks.check_mask_inversion(with_not)
+    message = str(error.value)
+    assert "Boolean value of Tensor with more than one value is ambiguous" in message
+    assert "~ for not, & for and, | for or" in message and "return not blocked" in message  # their line, quoted
+
+    def with_and(size):
+        upper = torch.ones(size, size).triu(1).bool()
+        return torch.ones(size, size).bool() and not upper
+
+    with pytest.raises(checks.ExerciseError) as error:
+        checks.check_causal_mask(with_and)
+    assert "~ for not, & for and, | for or" in str(error.value)

@@ -220,10 +220,20 @@ def call_answer(fn: Callable[..., Any], *args: Any, hint: str = "") -> Any:
         raise ExerciseError(describe_raised(error, hint)) from error
 
 
+#: PyTorch's words when Python asks a tensor of several entries for one True/False (``not t``, ``t and u``, ``if t:``).
+AMBIGUOUS_TRUTH = "Boolean value of Tensor with more than one value is ambiguous"
+TRUTH_HINT = (
+    "Python's `not`, `and`, `or` and `if` ask a whole tensor for one True or False; to work on every entry use "
+    "the tensor operators: ~ for not, & for and, | for or (or torch.where to choose entry by entry)"
+)
+
+
 def describe_raised(error: BaseException, hint: str) -> str:
     """The message for an error in learner code: what it raised, on which line of theirs, and the hint."""
     message = f"your code raised {type(error).__name__}: {error}"
     where = _feedback.where_in_learner_code(error)
+    if AMBIGUOUS_TRUTH in str(error):  # the hint that fits better than the exercise's own
+        hint = TRUTH_HINT
     return message + (f"\n{where}" if where else "") + (f"\n  hint: {hint}" if hint else "")
 
 
