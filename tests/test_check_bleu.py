@@ -129,6 +129,9 @@ def bp_learner(bug):
             return 1.0 if c > r else math.exp(1 - r / c) if c else float("nan")
         if bug == "empty_gets_one":
             return 1.0 if c > r or c == 0 else math.exp(1 - r / c)
+        if bug == "nltk_order":  # def brevity_penalty(closest_ref_len, hyp_len), NLTK's order, called (hyp, ref)
+            c, r = ref_len, hyp_len
+            return 1.0 if c > r else math.exp(1 - r / c) if c else 0.0
         raise ValueError(bug)
 
     return fn
@@ -152,6 +155,7 @@ def test_brevity_penalty_other_correct_answers_pass(answer, capsys):
         ("zero_division", r"(?s)ZeroDivisionError.*empty hypothesis"),
         ("inf", "return 0.0 before dividing"),
         ("empty_gets_one", "gets BP = 0.0"),
+        ("nltk_order", r"other order: it is called as fn\(hyp_len, ref_len\)"),
     ],
 )
 def test_brevity_penalty_bugs_are_named(bug, hint, capsys):

@@ -182,8 +182,10 @@ def _reference_bp(hyp_len: int, ref_len: int) -> float:
     return float(BLEU.compute_bleu([1] * 4, [1] * 4, hyp_len, ref_len).bp)
 
 
-def _buggy_bp(c: int, r: int, *, ratio="r/c", always=False, sign=1) -> float:
+def _buggy_bp(c: int, r: int, *, ratio="r/c", always=False, sign=1, swap=False) -> float:
     """The brevity penalty with knobs that reproduce the common bugs (defaults: Papineni §2.2.2)."""
+    if swap:  # the parameters read in the other order: (ref_len, hyp_len), as NLTK's brevity_penalty takes them
+        c, r = r, c
     if c > r and not always:
         return 1.0
     x = r / c if ratio == "r/c" else c / r
@@ -204,6 +206,11 @@ _BP_BUGS = [
     (
         "the sign is flipped: BP = exp(1 - r/c), which is below 1 for a short hypothesis (you computed exp(r/c - 1))",
         dict(sign=-1),
+    ),
+    (
+        "your function reads its two arguments in the other order: it is called as fn(hyp_len, ref_len), the "
+        "hypothesis length first (NLTK's brevity_penalty takes the reference length first)",
+        dict(swap=True),
     ),
 ]
 
