@@ -95,6 +95,11 @@ def rms_llama_eps(x, weight, eps=1e-6):
     return weight * x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 
 
+def rms_torch_without_eps(x, weight, eps=1e-5):
+    # F.rms_norm's eps left out: PyTorch then takes the dtype's machine epsilon, not 1e-5.
+    return F.rms_norm(x, (x.size(-1),), weight)
+
+
 def rms_ignores_eps(x, weight, eps=1e-5):
     return weight * x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5)
 
@@ -145,6 +150,7 @@ def test_right_answers_pass(answer, capsys):
         (rms_llama_eps, r"your default eps is 1e-06"),
         (rms_ignores_eps, r"the eps argument is ignored: called with eps=0\.01, your function used 1e-05"),
         (rms_no_eps, r"eps is missing"),
+        (rms_torch_without_eps, r"gives F\.rms_norm no eps, so PyTorch uses its own default"),
         (rms_std_and_eps_outside, r"(?s)two things differ.*standard deviation.*INSIDE the square root"),
     ],
     ids=lambda x: x.__name__ if callable(x) else "",

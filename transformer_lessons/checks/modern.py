@@ -112,8 +112,18 @@ _NO_EPS = Slip(
 )
 
 
+#: What F.rms_norm uses when it is given no eps: the machine epsilon of the input's dtype (float32: 1.19e-07).
+_TORCH_DEFAULT_EPS = torch.finfo(torch.float32).eps
+_TORCH_DEFAULT = Slip(
+    f"your function gives F.rms_norm no eps, so PyTorch uses its own default, the float32 machine epsilon "
+    f"({_TORCH_DEFAULT_EPS:.3g}), not the eps argument: pass it on[[: F.rms_norm(x, (x.size(-1),), weight, eps)]]",
+    {"eps": _TORCH_DEFAULT_EPS},
+)
+
+
 def _eps_slips(eps: float, default: bool) -> list[Slip]:
-    """The learner's epsilon differs: a default other than 1e-5 (LLaMA's 1e-6, 1e-8), or the argument ignored."""
+    """The learner's epsilon differs: a default other than 1e-5 (LLaMA's 1e-6, 1e-8), the argument ignored, or
+    F.rms_norm called without it (PyTorch's own default then)."""
     if default:
         return [
             Slip(
@@ -122,8 +132,8 @@ def _eps_slips(eps: float, default: bool) -> list[Slip]:
                 {"eps": wrong},
             )
             for wrong in (1e-6, 1e-8)
-        ] + [_NO_EPS]
-    return [_NO_EPS] + [
+        ] + [_NO_EPS, _TORCH_DEFAULT]
+    return [_NO_EPS, _TORCH_DEFAULT] + [
         Slip(
             f"the eps argument is ignored: called with eps={eps:g}, your function used {wrong:g}. Use the argument",
             {"eps": wrong},
