@@ -194,3 +194,27 @@ def test_every_batching_bug_changes_the_answer_on_the_checks_lists():
     reference = batching_checks._signature(lengths, batching_checks._reference(lengths, max_tokens))
     assert reference not in signatures
     assert len({tuple(s) for s in signatures}) == len(signatures)
+
+
+def batch_refuses_long_sequences(lengths, max_tokens):
+    """A learner's guard: a sequence that alone exceeds the budget is treated as an error."""
+    if any(n > max_tokens for n in lengths):
+        raise ValueError(f"a sequence is longer than max_tokens={max_tokens}")
+    return batch_by_tokens(lengths, max_tokens)
+
+
+def test_an_answer_that_refuses_an_over_long_sequence_is_told_the_rule():
+    with pytest.raises(ExerciseError) as error:
+        check_batch_by_tokens(batch_refuses_long_sequences)
+    message = str(error.value)
+    assert "your code raised ValueError: a sequence is longer than max_tokens" in message
+    assert "(12 > 10)" in message and "such a sequence is not an error, it gets a batch of its own" in message
+
+
+def test_a_crash_on_ordinary_lengths_keeps_the_plain_hint():
+    def crashes(lengths, max_tokens):
+        raise KeyError("oops")
+
+    with pytest.raises(ExerciseError) as error:
+        check_batch_by_tokens(crashes)
+    assert "batch of its own" not in str(error.value)

@@ -14,6 +14,8 @@ may trade places (an unstable sort), and the order of the batches does not matte
 
 from __future__ import annotations
 
+import contextlib
+import io
 import numbers
 from typing import Any, Callable, Sequence
 
@@ -205,6 +207,22 @@ def _diagnose_batches(batches: Batches, lengths: Sequence[int], max_tokens: int,
     )
 
 
+_OVER_LONG = (
+    "these lengths hold a sequence longer than max_tokens ({n} > {budget}), and with a budget that fits it your code "
+    "runs: such a sequence is not an error, it gets a batch of its own (the loader must not lose a sentence)"
+)
+
+
+def _runs(fn: Callable, *args: Any) -> bool:
+    """Whether the learner's ``fn(*args)`` returns without raising (its output is not looked at)."""
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            fn(*args)
+    except Exception:  # noqa: BLE001 - any error means no
+        return False
+    return True
+
+
 def _cases() -> list[tuple[list[int], int]]:
     """(lengths, max_tokens): one padded size exactly at the budget, a long random list, items over budget, none."""
     generator = torch.Generator().manual_seed(0)
@@ -240,7 +258,14 @@ def check_batch_by_tokens(fn: Callable[[list[int], int], list[list[int]]]) -> st
     """
     for lengths, max_tokens in _cases():
         given = list(lengths)
-        batches = _as_batches(call_answer(fn, given, max_tokens, hint="batches = [[indices ...], ...]"))
+        try:
+            answer = call_answer(fn, given, max_tokens, hint="batches = [[indices ...], ...]")
+        except ExerciseError:
+            if max(lengths, default=0) > max_tokens and _runs(fn, list(lengths), max(lengths)):
+                # It raised only because a sequence alone is over the budget: say the rule (raises again).
+                call_answer(fn, list(lengths), max_tokens, hint=_OVER_LONG.format(n=max(lengths), budget=max_tokens))
+            raise
+        batches = _as_batches(answer)
         if given != lengths:
             raise known_bug(
                 "your code changed `lengths` (lengths.sort()?), which loses which index has which "
