@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from check_helpers import assert_named, assert_passes, stub
+from transformer_lessons.checks import ExerciseError
 from transformer_lessons.checks.bleu import (
     _MP_CASES,
     _ngram_stats,
@@ -183,3 +184,21 @@ def test_stub_says_not_implemented_and_returns_none(check, name, capsys):
 def test_every_check_is_documented_with_its_signature(check):
     doc = check.__doc__ or ""
     assert "Expected signature:" in doc and "Raises:" in doc, check.__name__
+
+
+def test_a_bug_is_named_only_when_it_explains_every_case():
+    # Unclipped counts for n = 1 only, right for n >= 2: the first failing case (n = 1) looks like "not clipped",
+    # but that bug would also change the n >= 2 cases, which this answer gets right. Naming it would name a
+    # mistake the learner did not make everywhere; the check says what differs instead (issue 29).
+    right, unclipped = mp_learner("right"), mp_learner("unclipped")
+
+    def mixed(hypothesis, reference, n):
+        return unclipped(hypothesis, reference, n) if n == 1 else right(hypothesis, reference, n)
+
+    with pytest.raises(ExerciseError) as error:
+        check_modified_precision(mixed)
+    assert not error.value.known_bug and "not clipped" not in str(error.value)
+    assert "the clipped count of the hypothesis's n-grams" in str(error.value)
+    with pytest.raises(ExerciseError) as error:  # the whole bug, on every case: named
+        check_modified_precision(unclipped)
+    assert error.value.known_bug and "not clipped" in str(error.value)

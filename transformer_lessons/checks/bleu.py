@@ -155,20 +155,26 @@ def check_modified_precision(fn: Callable[..., tuple[int, int]]) -> str:
             one n-gram too few or partial ones at the end, n-grams wrapping round,
             the reference's total, a negative total, a ratio instead of the counts).
     """
+    answers = []
     for hyp, ref, n in _MP_CASES:
         inputs = (list(hyp), list(ref))
-        got = _counts(call_answer(fn, *inputs, n, hint="hypothesis and reference are lists of str, n an int"))
+        answers.append(_counts(call_answer(fn, *inputs, n, hint="hypothesis and reference are lists of str, n an int")))
         if inputs != (hyp, ref):
             raise ExerciseError("your code changed the token lists it was given: count without modifying them")
-        expected = _reference_stats(hyp, ref, n)
-        if got == expected:
-            continue
+    wrong = [
+        i for i, ((hyp, ref, n), got) in enumerate(zip(_MP_CASES, answers)) if got != _reference_stats(hyp, ref, n)
+    ]
+    if wrong:
+        # A bug is named only if it gives the learner's counts on EVERY case: one that happens to match the first
+        # failing case alone would name a mistake that was not made.
         for hint, knobs in _MP_SLIPS:
-            if got == _ngram_stats(hyp, ref, n, **knobs):
+            if all(got == _ngram_stats(hyp, ref, n, **knobs) for (hyp, ref, n), got in zip(_MP_CASES, answers)):
                 raise known_bug(hint)
+        hyp, ref, n = _MP_CASES[wrong[0]]
         raise ExerciseError(
             f"for hypothesis {' '.join(hyp)!r}, reference {' '.join(ref)!r} and n = {n} the answer is "
-            f"(matches, total) = {expected}, got {got}: the clipped count of the hypothesis's n-grams, and how many there are"
+            f"(matches, total) = {_reference_stats(hyp, ref, n)}, got {answers[wrong[0]]}: the clipped count of the "
+            "hypothesis's n-grams, and how many there are"
         )
     return (
         f"{len(_MP_CASES)} sentence pairs, n = 1 to 4, against sacreBLEU's counts, clipping, short and empty sentences"
