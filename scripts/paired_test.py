@@ -50,8 +50,14 @@ def paired_test(baseline: list[str], system: list[str], references: list[str], t
         "system_bleu": other.score,
         "difference": other.score - base.score,
         "p_value": other.p_value,
-        "signature": str(BLEU().get_signature()),
+        "signature": _signature(system, references),
     }
+
+
+def _signature(system: list[str], references: list[str]) -> str:
+    metric = BLEU()
+    metric.corpus_score(system, [references])  # sacreBLEU knows the number of references only after a score
+    return str(metric.get_signature())
 
 
 def main(argv: list[str] | None = None) -> int:
