@@ -22,6 +22,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -85,13 +86,18 @@ def test_make_runs_the_course_lab_command_with_the_args_given(target, flags):
 def test_the_lab_command_roots_jupyterlab_at_the_course_and_opens_its_folder(solutions, folder):
     from transformer_lessons.lab_launch import lab_command
 
-    posix = lab_command(ROOT, solutions=solutions, extra=["--port", "8890"], python="py", as_root=False)
+    posix = lab_command(
+        ROOT, solutions=solutions, extra=["--port", "8890"], python="py", as_root=False, runtime_dir="/tmp/rt"
+    )
     assert posix[:4] == ["py", "-m", "jupyter", "lab"] and posix[-2:] == ["--port", "8890"], posix
     assert f"--ServerApp.root_dir={ROOT}" in posix and f"--LabApp.default_url=/lab/tree/{folder}" in posix
     assert "--KernelManager.transport=ipc" in posix and "--allow-root" not in posix
     windows = lab_command(ROOT, solutions=solutions, python="py", as_root=False, os_name="nt")
     assert "--KernelManager.transport=ipc" not in windows, "Windows has no ipc transport: TCP on the loopback"
     assert "--allow-root" in lab_command(ROOT, python="py", as_root=True)
+    # A runtime folder so deep that a kernel's socket path would pass the ~100-byte limit: TCP, or no kernel starts.
+    deep = "/home/" + "a-very-long-user-name" * 3 + "/.local/share/jupyter/runtime"
+    assert "--KernelManager.transport=ipc" not in lab_command(ROOT, python="py", as_root=False, runtime_dir=deep)
 
 
 def test_the_lab_command_finds_the_course_from_a_subfolder_and_names_the_way_out_elsewhere(tmp_path, capsys):
@@ -123,10 +129,11 @@ def test_make_learn_starts_a_quiet_jupyterlab_even_as_root(tmp_path):
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
     port, token = _free_port(), secrets.token_hex(8)
+    runtime = tempfile.mkdtemp(prefix="tl-rt-", dir="/tmp" if os.path.isdir("/tmp") else None)
     env = {
         **os.environ,
         "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
-        "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+        "JUPYTER_RUNTIME_DIR": runtime,  # short, as a home folder's is: the kernels' sockets live there
         "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "user-settings"),
         "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "ws"),
     }
@@ -164,14 +171,17 @@ def test_make_learn_starts_a_quiet_jupyterlab_even_as_root(tmp_path):
             assert _get_json(f"{base}/api/contents/{folder}?content=0&token={token}")["type"] == "directory"
         assert "/lab/tree/learner" in log.read_text()
         # A kernel (what every notebook starts) talks over local sockets: no "without encryption" warning.
-        request = urllib.request.Request(f"{base}/api/kernels?token={token}", method="POST", data=b"{}")
+        request = urllib.request.Request(
+            f"{base}/api/kernels", method="POST", data=b"{}", headers={"Authorization": f"token {token}"}
+        )
         with urllib.request.urlopen(request, timeout=60) as response:
             kernel = json.loads(response.read())
+        # The kernel binds its five sockets after the place where ipykernel warns about TCP: wait for them.
         deadline = time.monotonic() + 60
-        while _get_json(f"{base}/api/kernels/{kernel['id']}?token={token}")["execution_state"] in ("starting",):
-            assert time.monotonic() < deadline, f"the kernel did not start:\n{log.read_text()[-2000:]}"
+        while len(list(Path(runtime).glob(f"kernel-{kernel['id']}-ipc-*"))) < 5:
+            assert time.monotonic() < deadline, f"the kernel's sockets did not appear:\n{log.read_text()[-2000:]}"
             time.sleep(0.5)
-        connection = json.loads(next((tmp_path / "runtime").glob("kernel-*.json")).read_text())
+        connection = json.loads(next(Path(runtime).glob("kernel-*.json")).read_text())
         assert connection["transport"] == "ipc", connection
         assert "without encryption" not in log.read_text(), log.read_text()[-2000:]
     finally:
@@ -184,6 +194,7 @@ def test_make_learn_starts_a_quiet_jupyterlab_even_as_root(tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+        shutil.rmtree(runtime, ignore_errors=True)
 
 
 def _free_port() -> int:

@@ -135,3 +135,15 @@ def test_the_readme_quotes_the_record():
         assert re.search(rf"\| {split} \| [\d,]+ \| \*\*{scores['bleu']:.2f}\*\* \|", text), split
     averaged = metrics["averaged"]
     assert f"| {averaged['val_loss']:.3f}, {averaged['val_bleu']:.2f} |" in text
+
+
+def test_the_repository_readme_row_quotes_the_record():
+    metrics = read("metrics.json")
+    row = next(
+        line for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines() if "results/cpu_dropout/" in line
+    )
+    test = metrics["test_2016_flickr"]
+    assert (
+        f"{metrics['steps']:,} updates, {metrics['epochs']:.1f} epochs" in row and f"{metrics['parameters']:,}" in row
+    )
+    assert f"**{test['bleu']:.2f}**" in row and f"| {test['tutorial_bleu']:.2f} |" in row

@@ -166,12 +166,7 @@ def _add_train(sub) -> None:
         "then evaluate; resume with a larger value to continue",
     )
     p.add_argument("--max-steps", type=positive_int, metavar="N", help="stop after this many updates (resume later)")
-    p.add_argument(
-        "--schedule",
-        choices=SCHEDULES,
-        help="noam: the paper's learning rate (Eq. 3); to_end: the same warm-up, then a straight line to 0 at the end "
-        "of the run's --max-minutes or --epochs, whichever comes first (default: the preset's)",
-    )
+    _add_schedule(p)
     p.add_argument("--device", type=device_arg, help=f"{DEVICE_FORMS} (default: cuda if available)")
     p.add_argument(
         "--compile", action=argparse.BooleanOptionalAction, default=None, help="torch.compile the model (GPU only)"
@@ -322,6 +317,15 @@ def build_parser() -> argparse.ArgumentParser:
     for add in (_add_prepare, _add_train, _add_translate, _add_evaluate, _add_classroom, _add_lab):
         add(sub)
     return parser
+
+
+def _add_schedule(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--schedule",
+        choices=SCHEDULES,
+        help="noam: the paper's learning rate (Eq. 3); to_end: the same warm-up, then a straight line to 0 at the end "
+        "of the run's --max-minutes or --epochs, whichever comes first (default: the preset's)",
+    )
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:

@@ -449,10 +449,8 @@ def _name_of(what: str | Callable[..., Any] | None) -> str:
 def hint_text(what: str | Callable[..., Any] | None = None) -> str:
     """The next hint for an exercise, as :func:`hint` prints it (and advance to the one after).
 
-    The levels go where to look, the approach, the exact fix. After a failing check that
-    recognised a known bug and kept its fix back, the first two levels add a line saying
-    so, and the third gives that bug's own fix before the exercise's whole line.
-    """
+    After a failing check that kept a known bug's fix back, levels 1-2 add a line saying so,
+    and level 3 gives that fix before the exercise's whole line."""
     name = _name_of(what)
     failure = _failures.get(name)
     pending = bool(failure and failure["fixes"] and not failure["shown"])

@@ -7,7 +7,8 @@ One command for Linux, macOS and Windows, so that a machine without ``make`` has
   ``--solutions``).
 - Kernels talk to JupyterLab over local sockets (``ipc``) where the system has them (Linux, macOS), which nothing
   else on the network can read: JupyterLab's kernels then print no "running over TCP without encryption" warning.
-  On Windows it stays TCP on the loopback address, the only transport there.
+  On Windows it stays TCP on the loopback address, the only transport there, and so does a machine whose Jupyter
+  runtime folder has so long a path that a socket's would not fit (about 100 bytes).
 - As root (a container, a VM), ``--allow-root``, with one line saying why.
 - The course's JupyterLab settings (``jupyter/lab-settings.json``: no news prompt, no update check) are copied into
   this environment's JupyterLab defaults first, as ``make setup`` does, where they are missing or out of date.
@@ -44,6 +45,23 @@ def lab_root(start: str | Path | None = None) -> Path:
     )
 
 
+#: Room for a kernel's socket path: Linux allows 107 bytes, macOS 103; ipc only where the longest of them fits.
+SOCKET_PATH_MAX = 100
+_LONGEST_SOCKET = "kernel-00000000-0000-0000-0000-000000000000-ipc-5"  # jupyter_client's names: <connection file>-ipc-N
+
+
+def ipc_fits(runtime_dir: str | Path | None = None) -> bool:
+    """Whether kernel sockets in Jupyter's runtime folder (``runtime_dir``, default: ``jupyter --runtime-dir``) have
+    short enough paths; a longer one (a long home folder) would stop every kernel from starting, so TCP is used."""
+    if runtime_dir is None:
+        try:
+            from jupyter_core.paths import jupyter_runtime_dir
+        except ImportError:
+            return False
+        runtime_dir = jupyter_runtime_dir()
+    return len(os.fsencode(os.path.join(os.path.abspath(runtime_dir), _LONGEST_SOCKET))) <= SOCKET_PATH_MAX
+
+
 def running_as_root() -> bool:
     """True for the root user on Linux or macOS (never on Windows, which has no such user)."""
     return hasattr(os, "geteuid") and os.geteuid() == 0
@@ -57,9 +75,11 @@ def lab_command(
     python: str = sys.executable,
     as_root: bool | None = None,
     os_name: str = os.name,
+    runtime_dir: str | Path | None = None,
 ) -> list[str]:
     """The ``jupyter lab`` command line: rooted at ``root``, opened on ``learner/`` (``notebooks/`` with
-    ``solutions``), ``ipc`` kernels where ``os_name`` is ``"posix"``, ``--allow-root`` for root, then ``extra``."""
+    ``solutions``), ``ipc`` kernels where ``os_name`` is ``"posix"`` and their sockets' paths fit (:func:`ipc_fits`),
+    ``--allow-root`` for root, then ``extra``."""
     folder = FOLDERS[1] if solutions else FOLDERS[0]
     command = [
         python,
@@ -69,7 +89,7 @@ def lab_command(
         f"--ServerApp.root_dir={Path(root)}",
         f"--LabApp.default_url=/lab/tree/{folder}",
     ]
-    if os_name == "posix":
+    if os_name == "posix" and ipc_fits(runtime_dir):
         command.append("--KernelManager.transport=ipc")
     if running_as_root() if as_root is None else as_root:
         command.append("--allow-root")
@@ -121,4 +141,4 @@ def launch(solutions: bool = False, extra: Sequence[str] = ()) -> int:
         signal.signal(signal.SIGINT, previous)
 
 
-__all__ = ["FOLDERS", "install_lab_settings", "lab_command", "lab_root", "launch", "running_as_root"]
+__all__ = ["FOLDERS", "install_lab_settings", "ipc_fits", "lab_command", "lab_root", "launch", "running_as_root"]

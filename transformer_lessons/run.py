@@ -20,7 +20,6 @@ paper), TensorBoard logging (:mod:`.tensorboard`), checkpoint averaging (:mod:`.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
@@ -396,10 +395,9 @@ def train(
 
     Nothing is lost and nothing untrue is recorded:
 
-    - ``resume`` (default) continues the run in ``out_dir`` exactly where it stopped;
-      it refuses other settings except the epochs, the time limit and the evaluation.
-    - Ctrl-C or SIGTERM stops at a step boundary and saves ``last.pt``: the resumed
-      run is the uninterrupted one, weight for weight.
+    - ``resume`` (default) continues the run in ``out_dir`` exactly where it stopped; it refuses other
+      settings except the epochs, the time limit and the evaluation (a finished one in a read-only folder: its record).
+    - Ctrl-C or SIGTERM stops at a step boundary and saves ``last.pt``: the resumed run is the uninterrupted one.
     - A NaN or infinite loss stops the run (:class:`DivergedError`) and keeps the last good checkpoint.
     - A second run in the same ``out_dir`` is refused (:class:`RunInUseError`).
 
@@ -413,9 +411,8 @@ def train(
         max_minutes: overrides ``config.max_minutes``; counts training time over every resumed call.
         max_steps: stop after this many updates (without the test); resume later.
         evaluate_test: run the final test (when the corpus has ``test_2016_flickr``).
-        tensorboard: also log to TensorBoard (:mod:`.tensorboard`): ``True`` into
-            ``<out_dir>/tensorboard``, or a folder. Needs the optional extra
-            (``pip install "transformer-lessons[tensorboard]"``); refused at once without it.
+        tensorboard: also log to TensorBoard (:mod:`.tensorboard`): ``True`` into ``<out_dir>/tensorboard``, or a
+            folder. Needs the optional extra (``pip install "transformer-lessons[tensorboard]"``); refused without it.
 
     Returns:
         ``history``, ``step``, ``best_epoch``, ``best_val_bleu``, ``train_time_s``,
@@ -433,10 +430,9 @@ def train(
             progress = log = False  # rank 0 speaks for the run
         log = progress if log is None else log
         out = Path(out_dir if out_dir is not None else default_out_dir(config.name))
-        if (finished := finished_run_read_only(out, config, resume, evaluate_test, log)) is not None:
-            return finished
-        out = make_out_dir(out)
-        with main_only(dist, run_lock(out)):  # one writer per run folder: rank 0
+        if (finished := run_state.finished_run_read_only(out, config, resume, evaluate_test, log)) is not None:
+            return finished  # a read-only folder holding this run, finished: nothing to train or to write
+        with main_only(dist, run_lock(make_out_dir(out))):  # one writer per run folder: rank 0
             _check_run_folder(out, config, dist, resume, log)
             last = out / "last.pt"
             saved = read_resumable(last, config, device) if resume and last.is_file() else None
@@ -454,36 +450,6 @@ def train(
             finally:
                 if run.writer is not None:
                     run.writer.close()
-
-
-def finished_run_read_only(out: Path, config: TrainConfig, resume: bool, evaluate_test: bool, log: bool) -> dict | None:
-    """A finished run of these settings in a folder this user cannot write (a shared, read-only course install):
-    what :func:`train` returns, read from its record, since nothing is left to train or to write. None otherwise
-    (the run then goes on as usual, and an unwritable folder is refused with the way out)."""
-    if not resume or not out.is_dir() or os.access(out, os.W_OK):
-        return None
-    try:
-        metrics = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
-        history = json.loads((out / "history.json").read_text(encoding="utf-8"))
-        settings = json.loads(json.dumps(config.to_dict()))  # tuples as JSON writes them
-        if metrics["train_config"] != settings or metrics["stopped"] == "max_steps":
-            return None
-        result = {
-            "history": history,
-            "step": metrics["steps"],
-            "best_epoch": metrics["best_epoch"],
-            "best_val_bleu": metrics["best_val_bleu"],
-            "train_time_s": metrics["train_time_s"],
-            "stopped": metrics["stopped"],
-            "out_dir": str(out),
-            "test": metrics["test_2016_flickr"] if evaluate_test else None,
-            "metrics": metrics,
-        }
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    if log:
-        print(f"{out} is read-only here and holds this run, finished: its record is shown as it is", flush=True)
-    return result
 
 
 def _say_resuming(last: Path, state: TrainState, config: TrainConfig, say: bool) -> None:

@@ -10,6 +10,8 @@ The loop that moves a run forward is :mod:`.run`; its validation and final test,
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -289,11 +291,42 @@ def remove_first_epoch_cut_short(out: str | Path, train_config: dict) -> str | N
     return f"removed {best}: the first epoch of this same run, saved without last.pt (its saves were cut short); starting over"
 
 
+def finished_run_read_only(out: Path, config: TrainConfig, resume: bool, evaluate_test: bool, log: bool) -> dict | None:
+    """A finished run of these settings in a folder this user cannot write (a shared, read-only course install):
+    what :func:`train` returns, read from its record, since nothing is left to train or to write. None otherwise
+    (the run then goes on as usual, and an unwritable folder is refused with the way out)."""
+    if not resume or not out.is_dir() or os.access(out, os.W_OK):
+        return None
+    try:
+        metrics = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+        history = json.loads((out / "history.json").read_text(encoding="utf-8"))
+        settings = json.loads(json.dumps(config.to_dict()))  # tuples as JSON writes them
+        if metrics["train_config"] != settings or metrics["stopped"] == "max_steps":
+            return None
+        result = {
+            "history": history,
+            "step": metrics["steps"],
+            "best_epoch": metrics["best_epoch"],
+            "best_val_bleu": metrics["best_val_bleu"],
+            "train_time_s": metrics["train_time_s"],
+            "stopped": metrics["stopped"],
+            "out_dir": str(out),
+            "test": metrics["test_2016_flickr"] if evaluate_test else None,
+            "metrics": metrics,
+        }
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if log:
+        print(f"{out} is read-only here and holds this run, finished: its record is shown as it is", flush=True)
+    return result
+
+
 __all__ = [
     "Budget",
     "Run",
     "TrainState",
     "checkpoint_dict",
+    "finished_run_read_only",
     "read_resumable",
     "remove_first_epoch_cut_short",
     "restore",

@@ -18,12 +18,15 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from transformer_lessons.lab_launch import lab_command
 
 SETUP_HINT = "install them with `bash scripts/browser_setup.sh` (or `make browser-test`)"
 # Set by `make browser-test`: a missing Chromium or Playwright fails the run instead of skipping it.
@@ -182,7 +185,9 @@ def _lab_server(tmp_path, lab_settings: dict, quiet: bool):
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(values), encoding="utf-8")
     port, token = free_port(), secrets.token_hex(16)
-    runtime = tmp_path / "jupyter-runtime"  # the kernels' connection files: how we recognise them
+    # The kernels' connection files and sockets (how we recognise them): a short path, as a home folder's is, so that
+    # the kernels talk over ipc as a learner's do (lab_launch.ipc_fits).
+    runtime = Path(tempfile.mkdtemp(prefix="tl-rt-", dir="/tmp" if os.path.isdir("/tmp") else None))
     env = {
         **os.environ,
         "JUPYTER_CONFIG_DIR": str(tmp_path / "jupyter-config"),
@@ -192,21 +197,21 @@ def _lab_server(tmp_path, lab_settings: dict, quiet: bool):
     }
     env.pop("MPLBACKEND", None)  # let %matplotlib inline choose, as for a learner
     log = tmp_path / "jupyterlab.log"
-    command = [
-        sys.executable,
-        "-m",
-        "jupyter",
-        "lab",
-        "--no-browser",
-        "--allow-root",
-        "--ServerApp.ip=127.0.0.1",
-        f"--ServerApp.port={port}",
-        "--ServerApp.port_retries=0",
-        f"--IdentityProvider.token={token}",
-        f"--ServerApp.root_dir={root}",
-        f"--LabApp.user_settings_dir={settings}",
-        f"--LabApp.workspaces_dir={tmp_path / 'lab-workspaces'}",
-    ]
+    # As the course starts it (python -m transformer_lessons lab: ipc kernels on Linux), on the test's own folder.
+    command = lab_command(
+        root,
+        python=sys.executable,
+        as_root=True,
+        extra=[
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={port}",
+            "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={token}",
+            f"--LabApp.user_settings_dir={settings}",
+            f"--LabApp.workspaces_dir={tmp_path / 'lab-workspaces'}",
+        ],
+    )
     if quiet:
         command += ["--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
     with log.open("w") as log_file:
@@ -217,6 +222,7 @@ def _lab_server(tmp_path, lab_settings: dict, quiet: bool):
         yield server
     finally:
         _stop(server, proc, runtime)
+        shutil.rmtree(runtime, ignore_errors=True)
 
 
 def _stop(server: LabServer, proc: subprocess.Popen, runtime: Path) -> None:
