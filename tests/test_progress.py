@@ -128,7 +128,7 @@ def test_the_lock_is_what_keeps_them(record_file, monkeypatch):
     """The same writers with the lock taken away lose verdicts: the test above can fail."""
     import threading
 
-    monkeypatch.setattr(learner_progress, "_try_lock", lambda handle: True)  # every writer "gets" it at once
+    monkeypatch.setattr(learner_progress, "try_lock", lambda handle: True)  # every writer "gets" it at once
     original = learner_progress._read
 
     def slow_read(path):

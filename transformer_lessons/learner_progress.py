@@ -30,7 +30,7 @@ from typing import Any, Iterator
 from transformer_lessons.atomic import atomic_write_json
 from transformer_lessons.data.files import user_cache_dir
 from transformer_lessons.exercises import EXERCISES
-from transformer_lessons.rundir import _try_lock
+from transformer_lessons.rundir import try_lock
 
 PROGRESS_ENV = "TRANSFORMER_LESSONS_PROGRESS"
 FILE_NAME = "progress.json"
@@ -79,7 +79,7 @@ def _locked(path: Path) -> Iterator[None]:
         return
     try:
         deadline = time.monotonic() + LOCK_WAIT_S
-        while not _try_lock(handle) and time.monotonic() < deadline:
+        while not try_lock(handle) and time.monotonic() < deadline:
             time.sleep(0.01)
         yield
     finally:

@@ -106,7 +106,8 @@ _WAY_OUT = (
 )
 
 
-def _try_lock(handle) -> bool:
+def try_lock(handle) -> bool:
+    """Take the exclusive lock of an open file without waiting (fcntl, or msvcrt on Windows); whether it was taken."""
     try:
         import fcntl
 
@@ -138,7 +139,7 @@ def run_lock(out: str | os.PathLike) -> Iterator[Path]:
     except PermissionError as err:  # a read-only folder: the run could write nothing there either
         raise TrainingError(f"cannot write in the run's folder {out}: {err.strerror or err}{_WAY_OUT}") from err
     try:
-        if not _try_lock(handle):
+        if not try_lock(handle):
             handle.seek(0)
             holder = handle.read().strip() or "another process"
             raise RunInUseError(
@@ -233,4 +234,5 @@ __all__ = [
     "refuse_to_replace",
     "remove_stale_temporary_files",
     "run_lock",
+    "try_lock",
 ]
