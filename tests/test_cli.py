@@ -490,13 +490,12 @@ def test_dropout_and_schedule_reach_the_run_and_bad_values_are_one_line(tmp_path
 
     seen = seen_configs
     assert (
-        main(["train", "--preset", "cpu", "--out", str(tmp_path / "a"), "--dropout", "0.2", "--schedule", "to_end"])
-        == 0
+        main(["train", "--preset", "cpu", "--out", str(tmp_path / "a"), "--dropout", "0.3", "--schedule", "noam"]) == 0
     )
     assert main(["train", "--preset", "cpu", "--out", str(tmp_path / "b")]) == 0
     changed, plain = seen
-    assert (changed.model.dropout, changed.schedule) == (0.2, "to_end")
-    assert changed.model == TRAIN_PRESETS["cpu"].model.replace(dropout=0.2), "only the dropout changed in the model"
+    assert (changed.model.dropout, changed.schedule) == (0.3, "noam")
+    assert changed.model == TRAIN_PRESETS["cpu"].model.replace(dropout=0.3), "only the dropout changed in the model"
     assert (plain.model.dropout, plain.schedule) == (TRAIN_PRESETS["cpu"].model.dropout, TRAIN_PRESETS["cpu"].schedule)
     assert (
         main(["train", "--preset", "laptop", "--out", str(tmp_path / "c"), "--schedule", "noam", "--dropout", "0"]) == 0

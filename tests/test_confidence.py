@@ -66,3 +66,16 @@ def test_the_sentences_that_are_not_captions_are_many_kinds_and_in_no_split():
         for de, _ in data.load_split(split, progress=False)
     }
     assert not multi30k & set(sentences), "a sentence is a Multi30k caption: write another"
+
+
+def test_the_threshold_is_the_committed_measurement_of_the_course_model():
+    """UNUSUAL_BELOW is results/confidence/'s 5th percentile, measured on the course's model, not a typed guess."""
+    import json
+    from pathlib import Path
+
+    from transformer_lessons import pretrained
+    from transformer_lessons.confidence import UNUSUAL_BELOW
+
+    record = json.loads((Path(__file__).resolve().parents[1] / "results/confidence/results.json").read_text("utf-8"))
+    assert record["checkpoint"] == pretrained.COURSE_MODEL_PATH, "measure the course's model again"
+    assert UNUSUAL_BELOW == round(record["threshold"], 3)

@@ -1,4 +1,4 @@
-"""The course's next translator (results/cpu_dropout/): the record is true and beats the bar of issue 31.
+"""The course's translator (results/cpu_dropout/): the record is true and beats the bar of issue 31.
 
 - its folder holds the command, log, history, metrics, test translations, model and paired test;
 - the committed hypotheses re-score, with sacreBLEU, to the BLEU metrics.json records (>= 43.0: issue 31's bar);
@@ -49,6 +49,7 @@ def test_the_record_is_whole():
         "model_fp16.pt.sha256",
         "other_tests.json",
         "paired_test.json",
+        "paired_test_full.json",
     ):
         assert (RUN / name).is_file(), f"results/cpu_dropout/{name} is missing"
     command = read("command.txt")
@@ -59,17 +60,12 @@ def test_the_record_is_whole():
 def test_the_run_is_the_recipe_it_says():
     metrics = read("metrics.json")
     config = TRAIN_PRESETS["cpu"]
-    expected = config.replace(
-        model=config.model.replace(dropout=0.2),
-        schedule="to_end",
-        precision="bfloat16",
-        average_last=5,
-        eval_every=4,
-        epochs=100,
-        max_minutes=90.0,
-    ).to_dict()
+    # the cpu preset is this run now: `train --preset cpu` on a CPU with bfloat16 instructions ("native")
+    assert config.precision == "native"
+    expected = config.replace(precision="bfloat16").to_dict()
     expected["betas"] = list(expected["betas"])
     assert metrics["train_config"] == expected
+    assert (config.model.dropout, config.schedule, config.average_last, config.epochs) == (0.2, "to_end", 5, 100)
     assert metrics["stopped"] == "time_limit" and 5400.0 <= metrics["train_time_s"] <= 5400.0 + 5.0
     assert (
         metrics["device"].startswith("cpu") and "2 threads" in metrics["device"] and metrics["autocast"] == "bfloat16"
@@ -102,8 +98,18 @@ def test_the_paired_test_recomputes_from_the_two_hypothesis_files(references):
     new = read("test_hypotheses.txt").split("\n")[:-1]
     again = module.paired_test(old, new, references, trials=1000)
     assert again["baseline_bleu"] == pytest.approx(recorded["baseline_bleu"], abs=1e-9)
+    # the previous course model's committed translations re-score to its recorded BLEU
+    assert again["baseline_bleu"] == pytest.approx(read("metrics.json", OLD)["test_2016_flickr"]["bleu"], abs=1e-9)
     assert again["system_bleu"] == pytest.approx(recorded["system_bleu"], abs=1e-9)
     assert recorded["p_value"] <= 1e-4 + 1e-12 and again["p_value"] <= 1 / 1001 + 1e-12
+    # against the full preset's GPU model: the record recomputes, and its p-value is near what 1,000 trials give
+    full = read("paired_test_full.json")
+    versus_full = module.paired_test(
+        read("test_hypotheses.txt", ROOT / "results" / "full").split("\n")[:-1], new, references, trials=1000
+    )
+    assert versus_full["baseline_bleu"] == pytest.approx(full["baseline_bleu"], abs=1e-9)
+    assert versus_full["difference"] == pytest.approx(full["difference"], abs=1e-9)
+    assert abs(versus_full["p_value"] - full["p_value"]) < 0.03 and full["p_value"] < 0.05
 
 
 def test_the_model_file_is_the_recorded_one_and_translates_as_the_run_did(references):
@@ -140,7 +146,9 @@ def test_the_readme_quotes_the_record():
 def test_the_repository_readme_row_quotes_the_record():
     metrics = read("metrics.json")
     row = next(
-        line for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines() if "results/cpu_dropout/" in line
+        line
+        for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+        if line.startswith("|") and "results/cpu_dropout/" in line
     )
     test = metrics["test_2016_flickr"]
     assert (

@@ -43,8 +43,8 @@ from transformer_lessons.translation import translate
 from transformer_lessons.errors import CheckpointError, DataError
 from transformer_lessons.checkpoint import load_checkpoint
 
-COURSE_MODEL_PATH = "results/cpu_rotary/model_fp16.pt"  # inside the repository, '/'-separated
-COURSE_MODEL_SHA256 = "94409b628a1d9ea1c5d2da234f7821cc64ce932ab416648dc5446fc22c6f54a7"  # of the committed file; equals results/cpu_rotary/model_fp16.pt.sha256
+COURSE_MODEL_PATH = "results/cpu_dropout/model_fp16.pt"  # inside the repository, '/'-separated
+COURSE_MODEL_SHA256 = "5feed4c2250475616904586659d2b14c06cc36c3f14db39b67e7ad78db177a1e"  # of the committed file; equals results/cpu_dropout/model_fp16.pt.sha256
 COMPANION_FILES = ("metrics.json", "history.json")  # beside the model, in the repository and in the cache
 MODEL_ENV = "TRANSFORMER_LESSONS_MODEL"  # a model file of your own, used instead of the course's
 DISTRIBUTION = "transformer-lessons"  # the package's name in its metadata
@@ -290,7 +290,7 @@ def load_course_model(device=None, progress: bool = True) -> CourseModel:
 
 
 def describe(path: str | os.PathLike, metrics: dict | None = None) -> str:
-    """One line naming a model file: ``the course's model results/cpu_rotary/model_fp16.pt (sha256 1a2b3c4d…, test BLEU 31.20)``.
+    """One line naming a model file: ``the course's model results/cpu_dropout/model_fp16.pt (sha256 1a2b3c4d…, test BLEU 31.20)``.
 
     "the course's model" only when the bytes are the course's (their SHA-256);
     the test BLEU comes from ``metrics`` (default: ``metrics.json`` beside the file). That score is the
