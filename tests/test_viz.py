@@ -627,7 +627,14 @@ def test_translator_colours_each_word_and_warns_on_an_unusual_sentence(random_tr
     expected = token_log_probs(model, src_vocab.encode(t.details["src_tokens"]), out, tgt_vocab.bos_id)
     assert t.mean_log_prob == pytest.approx(expected.mean().item(), abs=1e-6)
     assert len(t.word_probs) == sum(tok != "<eos>" for tok in t.details["tgt_tokens"])
-    assert "how sure, word by word" in t.result.value and "title='probability" in t.result.value
+    assert "the probability the model gave each word" in t.result.value and "title='probability" in t.result.value
+    # not colour alone: each word carries its probability in per cent, as its chip's colour says
+    shown = re.findall(r"title='probability ([\d.]+) \((\w+)\)'>[^<]*<span[^>]*>(\d+)%</span>", t.result.value)
+    assert len(shown) == len(t.word_probs)
+    for (p, meaning, percent), (_, q) in zip(shown, t.word_probs):
+        assert int(percent) == round(100 * q) and meaning == (
+            "sure" if q >= 0.7 else "unsure" if q >= 0.3 else "guessing"
+        )
     assert translator_module.UNUSUAL_WARNING not in t.result.value
     monkeypatch.setattr(translator_module, "UNUSUAL_BELOW", math.inf)  # everything is
     t.controls["text"].value = "Zwei Hunde spielen."

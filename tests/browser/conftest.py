@@ -125,6 +125,7 @@ class LabServer:
     token: str
     root_dir: Path
     log: Path
+    theme: str = "light"
 
     def lab_url(self, notebook: str) -> str:
         # ?reset: start from an empty workspace, whatever a previous session left.
@@ -166,6 +167,18 @@ def lab_server(tmp_path):
     API (see :func:`_stop`); the test fails if a kernel outlives it.
     """
     yield from _lab_server(tmp_path, LAB_SETTINGS, quiet=True)
+
+
+THEMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
+
+
+@pytest.fixture(params=sorted(THEMES))
+def themed_lab_server(request, tmp_path):
+    """JupyterLab in the light theme, then (a second run of the test) in the dark one: ``server.theme`` says which."""
+    theme = {"@jupyterlab/apputils-extension/themes.jupyterlab-settings": {"theme": THEMES[request.param]}}
+    for server in _lab_server(tmp_path, {**LAB_SETTINGS, **theme}, quiet=True):
+        server.theme = request.param
+        yield server
 
 
 @pytest.fixture

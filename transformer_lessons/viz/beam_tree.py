@@ -27,6 +27,7 @@ from matplotlib.patches import Patch
 from transformer_lessons.beam_tree import DROPPED, FINISHED, KEPT, BeamNode, BeamTree, sentence_beam_tree
 from transformer_lessons.notes import collect_notes
 from transformer_lessons.translation import _check_vocab_fits, _english
+from transformer_lessons.viz import html_style
 from transformer_lessons.viz.translator import MAX_WIDGET_BEAM
 from transformer_lessons.viz.widgets import HIGHLIGHT_COLOR, FigureWidget, widget_figure
 
@@ -292,7 +293,7 @@ class BeamTreeExplorer(FigureWidget):
                     self.model, sentence, self.src_vocab, self.tgt_vocab, self.beam_size, self.alpha
                 )
         except Exception as error:  # a widget shows the problem; it never leaves a traceback in the notebook
-            return _message(f"could not search: {html.escape(str(error))}", "#c92a2a")
+            return _message(html_style.badge(f"could not search: {html.escape(str(error))}"))
         if tree is None:
             return _message("Type a German sentence above and press Enter.")
         self.tree = tree
@@ -302,9 +303,9 @@ class BeamTreeExplorer(FigureWidget):
         return _message(
             f"<b>beam {tree.beam_size}</b>: {html.escape(self.translation) or '(nothing)'} "
             f"<small>(score {tree.score:.2f})</small><br>"
-            f"<b style='color:{GREEDY_COLOR}'>greedy</b>: {html.escape(self.greedy_translation) or '(nothing)'}"
+            f"<b>greedy</b>: {html.escape(self.greedy_translation) or '(nothing)'}"
             f"<br><small>{where}</small>"
-            + "".join(f"<br><small style='color:#9c5700'>{html.escape(note)}</small>" for note in said)
+            + "".join(html_style.note(html.escape(note)) for note in said)
             + finished_table(tree, self.tgt_vocab)
         )
 
@@ -340,7 +341,7 @@ def finished_table(tree: BeamTree, tgt_vocab) -> str:
     ]
     head = "".join(cell.format("right", h) for h in ("Σ log p", "length", f"score (α = {tree.alpha:g})"))
     return (
-        "<table style='font-size:0.9em;margin-top:0.4em'><tr><td><i>finished hypotheses, best score first</i></td>"
+        "<table style='font-size:13px;margin-top:0.4em'><tr><td><i>finished hypotheses, best score first</i></td>"
         + head
         + "</tr>"
         + "".join(rows)
@@ -348,8 +349,8 @@ def finished_table(tree: BeamTree, tgt_vocab) -> str:
     )
 
 
-def _message(text: str, color: str = "#444") -> str:
-    return f"<div style='font-size:1.05em;color:{color};margin:0.4em 0'>{text}</div>"
+def _message(text: str) -> str:
+    return html_style.block(text)
 
 
 def beam_tree_explorer(

@@ -34,6 +34,7 @@ from transformer_lessons.error_analysis import (
 )
 from transformer_lessons.notes import collect_notes
 from transformer_lessons.translation import translate
+from transformer_lessons.viz import html_style
 from transformer_lessons.viz.common import heatmap_size, to_numpy
 from transformer_lessons.viz.heatmaps import draw_attention
 from transformer_lessons.viz.widgets import (
@@ -224,15 +225,16 @@ class ErrorBrowser(FigureWidget):
             ("greedy", s.greedy, f"chrF {s.greedy_chrf:.1f} · BLEU {s.greedy_bleu:.1f}"),
         ]
         cells = "".join(
-            f"<tr><td style='padding-right:1em;color:#666'>{name}</td><td><b>{html.escape(sentence) or '(nothing)'}</b>"
-            f"</td><td style='padding-left:1em;color:#666;white-space:nowrap'>{score}</td></tr>"
+            f"<tr><td style='padding-right:1em;color:{html_style.MUTED}'>{name}</td>"
+            f"<td><b>{html.escape(sentence) or '(nothing)'}</b></td>"
+            f"<td style='padding-left:1em;color:{html_style.MUTED};white-space:nowrap'>{score}</td></tr>"
             for name, sentence, score in rows
         )
         note = ""
         if text != s.beam:  # decoded alone instead of in a batch: a near-tie may come out another way
-            note = f"<br><small style='color:#9c5700'>decoded alone for the picture: {html.escape(text)}</small>"
-        self.html.value = (
-            f"<div style='font-size:1.05em'>{html.escape(self.describe())}<table>{cells}</table>{note}</div>"
+            note = html_style.note(f"decoded alone for the picture: {html.escape(text)}")
+        self.html.value = html_style.block(
+            f"{html.escape(self.describe())}<table style='color:inherit'>{cells}</table>{note}"
         )
 
     def _draw(self) -> Figure:

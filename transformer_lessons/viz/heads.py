@@ -27,7 +27,8 @@ from matplotlib.colors import ListedColormap
 from transformer_lessons.heads import KINDS, Head, HeadImportance, PruningCurve, attention_layers, heads_off
 from transformer_lessons.notes import collect_notes
 from transformer_lessons.translation import translate as _translate
-from transformer_lessons.viz.widgets import HIGHLIGHT_COLOR, WIDGET_DPI, LiveWithStaticCopy, StaticCopies, widget_figure
+from transformer_lessons.viz import html_style
+from transformer_lessons.viz.widgets import WIDGET_DPI, LiveWithStaticCopy, StaticCopies, widget_figure
 
 ROW_LABELS = {"encoder": "encoder self", "decoder_self": "decoder self", "cross": "cross"}
 IMPORTANCE_CMAP = "RdBu_r"  # diverging around 0: red where a head's loss costs BLEU, blue where BLEU rose
@@ -142,10 +143,7 @@ def marked_changes(before: str, after: str) -> str:
     for block in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_matching_blocks():
         kept.update(range(block.b, block.b + block.size))
     return " ".join(
-        html.escape(word)
-        if i in kept
-        else f"<span style='color:{HIGHLIGHT_COLOR};font-weight:bold'>{html.escape(word)}</span>"
-        for i, word in enumerate(new)
+        html.escape(word) if i in kept else html_style.badge(html.escape(word), "changed") for i, word in enumerate(new)
     )
 
 
@@ -246,8 +244,8 @@ class HeadSwitchboard(LiveWithStaticCopy, widgets.VBox):
             self._busy = False
         return self.translate()
 
-    def _show(self, message: str, color: str = "#444") -> None:
-        self.result.value = f"<div style='font-size:1.05em;color:{color};margin:0.4em 0'>{message}</div>"
+    def _show(self, message: str) -> None:
+        self.result.value = html_style.block(message)
 
     def _translate_one(self, sentence: str) -> str:
         return _translate(
@@ -277,7 +275,7 @@ class HeadSwitchboard(LiveWithStaticCopy, widgets.VBox):
                     text = self._translate_one(sentence)
         except Exception as error:  # a widget shows the problem; it never leaves a traceback in the notebook
             self.full_translation, self._full_for = "", None
-            self._show(f"could not translate: {html.escape(str(error))}", color="#c92a2a")
+            self._show(html_style.badge(f"could not translate: {html.escape(str(error))}"))
             return ""
         self.translation = text
         self._show(self._comparison(len(off)))
@@ -289,14 +287,14 @@ class HeadSwitchboard(LiveWithStaticCopy, widgets.VBox):
         full = html.escape(self.full_translation) or "(nothing)"
         pruned = marked_changes(self.full_translation, self.translation) or "(nothing)"
         same = self.translation == self.full_translation
-        verdict = "the same translation" if same else "a different translation: the words that changed in orange"
+        verdict = "the same translation" if same else "a different translation: the words that changed are marked"
         return (
             "<table style='border-collapse:collapse'>"
             f"<tr><th style='{cell}'>every head on ({_decoding(self.beam_size)})</th>"
             f"<th style='{cell}'>{n_off} of {len(self.toggles)} heads off</th></tr>"
             f"<tr><td style='{cell};font-size:1.15em'>{full}</td><td style='{cell};font-size:1.15em'>{pruned}</td></tr>"
-            f"</table><small>{verdict}</small>"
-            + "".join(f"<br><small style='color:#9c5700'>{html.escape(note)}</small>" for note in self._notes)
+            f"</table><span style='font-size:13px;color:{html_style.MUTED}'>{verdict}</span>"
+            + "".join(html_style.note(html.escape(note)) for note in self._notes)
         )
 
     def describe(self) -> str:
@@ -321,8 +319,15 @@ class HeadSwitchboard(LiveWithStaticCopy, widgets.VBox):
         fig = widget_figure(3.0 + 0.5 * n_heads, 2.0 + 0.3 * len(self._rows))
         ax = fig.add_subplot()
         ax.imshow(grid, cmap=ListedColormap([OFF_COLOR, ON_COLOR]), vmin=0, vmax=1, aspect="auto")
-        for i, h in zip(*np.nonzero(grid == 0)):
-            ax.text(h, i, "off", ha="center", va="center", color="white", fontsize=8)
+        for i, h in zip(*np.nonzero(~np.isnan(grid))):  # each head a button of the grid: "on" or "off" written on it
+            off = grid[i, h] == 0
+            ax.text(
+                h, i, "off" if off else "on", ha="center", va="center", color="white" if off else "#2b5d34", fontsize=8
+            )
+        ax.set_xticks(np.arange(n_heads + 1) - 0.5, minor=True)
+        ax.set_yticks(np.arange(len(self._rows) + 1) - 0.5, minor=True)
+        ax.grid(which="minor", color="white", linewidth=2)  # gaps between the buttons
+        ax.tick_params(which="minor", length=0)
         ax.set_xticks(range(n_heads), [str(h) for h in range(n_heads)])
         ax.set_yticks(range(len(self._rows)), [row_label(kind, layer) for kind, layer, _ in self._rows])
         ax.set_xlabel("head")

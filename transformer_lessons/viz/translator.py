@@ -15,6 +15,7 @@ import ipywidgets as widgets
 from transformer_lessons.confidence import UNUSUAL_BELOW, token_log_probs
 from transformer_lessons.notes import collect_notes
 from transformer_lessons.translation import translate as _translate
+from transformer_lessons.viz import html_style
 from transformer_lessons.viz.widgets import LiveWithStaticCopy, StaticCopies
 from transformer_lessons.viz.stepper import GenerationStepper
 
@@ -23,11 +24,6 @@ UNUSUAL_WARNING = (
     "This sentence looks unlike the image captions the model learned from: its translation is likely a "
     "caption-shaped guess."
 )
-
-
-def _sureness_color(p: float) -> str:
-    """A word's colour by the probability the model gave it: green when sure, orange, red when guessing."""
-    return "#2b8a3e" if p >= 0.7 else "#e67700" if p >= 0.3 else "#c92a2a"
 
 
 def word_probabilities(tokens: list[str], log_probs: list[float]) -> list[tuple[str, float]]:
@@ -124,8 +120,8 @@ class Translator(LiveWithStaticCopy, widgets.VBox):
         self.controls["beam"].disabled = self.controls["decoding"].value == "greedy"
         self.translate()
 
-    def _show(self, message: str, color: str = "#444") -> None:
-        self.result.value = f"<div style='font-size:1.05em;color:{color};margin:0.4em 0'>{message}</div>"
+    def _show(self, message: str) -> None:
+        self.result.value = html_style.block(message)
 
     def translate(self) -> str:
         """Translate the text box with the chosen decoding; update the translation and the views."""
@@ -150,7 +146,7 @@ class Translator(LiveWithStaticCopy, widgets.VBox):
                 log_p = self._log_probs(details)
         except Exception as error:  # a widget shows the problem; it never leaves a traceback in the notebook
             self.stepper, self.view.children = None, ()
-            self._show(f"could not translate: {html.escape(str(error))}", color="#c92a2a")
+            self._show(html_style.badge(f"could not translate: {html.escape(str(error))}"))
             return ""
         self.translation, self.details = text, details
         notes = [html.escape(message) for message in said]
@@ -162,16 +158,15 @@ class Translator(LiveWithStaticCopy, widgets.VBox):
         self.mean_log_prob = sum(log_p) / len(log_p) if log_p else None
         warning = ""
         if self.mean_log_prob is not None and self.mean_log_prob < UNUSUAL_BELOW:
-            warning = f"<div style='color:#c92a2a;margin-bottom:0.3em'>&#9888; {UNUSUAL_WARNING}</div>"
-        sure = " ".join(
-            f"<span style='color:{_sureness_color(p)}' title='probability {p:.2f}'>{html.escape(w)}</span>"
-            for w, p in self.word_probs
-        )
+            warning = (
+                f"<div style='margin-bottom:0.3em'>{html_style.badge(f'&#9888; {UNUSUAL_WARNING}', 'warning')}</div>"
+            )
+        sure = " ".join(html_style.sureness_chip(w, p) for w, p in self.word_probs)
         self._show(
             warning
             + f"<b>English</b> ({method}): <span style='font-size:1.2em'><b>{html.escape(text) or '(nothing)'}</b></span>"
-            + (f"<br><small>how sure, word by word (green sure, red guessing): {sure}</small>" if sure else "")
-            + "".join(f"<br><small style='color:#9c5700'>{note}</small>" for note in notes)
+            + (f"<br>{sure}<br>{html_style.sureness_legend()}" if sure else "")
+            + "".join(html_style.note(note) for note in notes)
         )
         if details["cross_attention"] is None:
             self.stepper, self.view.children = None, ()
@@ -239,8 +234,8 @@ def translator(
         A ``VBox``: a text box (``Enter`` translates), greedy or beam search
         and the beam size, a Translate button, the English translation (with a
         note for words the model never saw and for over-long input), each word of
-        it coloured by the probability the model gave it (green sure, orange, red
-        guessing; hover for the number), a warning above it when the sentence looks
+        it on a colour for the probability the model gave it (blue sure, orange
+        unsure, red guessing; the probability in per cent beside it), a warning above it when the sentence looks
         unlike the training captions (:mod:`transformer_lessons.confidence`), and the
         word-by-word view of :func:`generation_stepper`: for each written word,
         where the cross-attention of the chosen layer (default the last) and
