@@ -40,7 +40,7 @@ def test_every_badge_reads_on_its_own_background(kind):
     assert contrast(*pair) >= 4.5, pair
 
 
-@pytest.mark.parametrize("p", [0.99, 0.7, 0.69, 0.3, 0.29, 0.01])
+@pytest.mark.parametrize("p", [0.99, 0.7, 0.696, 0.69, 0.3, 0.2996, 0.29, 0.01])
 def test_a_word_chip_reads_and_says_its_probability_in_words_too(p):
     chip = html_style.sureness_chip("Fahrrad", p)
     (pair,) = _pairs(chip)

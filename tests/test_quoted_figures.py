@@ -493,9 +493,20 @@ QUOTES: list[Quote] = [
     ),
     Quote(
         "notebooks/14_from_2017_to_today.ipynb#ee462bd8",
-        "falls to 0 at the end of the run: {bleu:.2f}, the model notebooks 11 and 15 open",
+        "fall to 0 at the end of the run:\n{bleu:.2f}, with its lowest validation loss at epoch {lowest_val_loss_epoch} of {epochs}",
+        lambda: {**metrics(COURSE_RUN)(), **history(COURSE_RUN)()},
+    ),
+    Quote(
+        "notebooks/14_from_2017_to_today.ipynb#ee462bd8",
+        "with {ratio:.1f} times the updates",
+        lambda: {"ratio": metrics(BEFORE)()["steps"] / metrics("cpu")()["steps"]},
+    ),
+    Quote(
+        "notebooks/09_training.ipynb#n09-14",
+        "course_run_updates = {steps}  # the course's cpu run",
         metrics(COURSE_RUN),
     ),
+    Quote("notebooks/09_training.ipynb#n09-13", "which made {steps:,} updates in its 90\nminutes", metrics(COURSE_RUN)),
     Quote(
         "results/README.md",
         "+{difference:.2f} on the same test\nsentences, p = {p_value:.3f} by the same paired test (`paired_test_full.json`)",

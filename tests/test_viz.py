@@ -632,9 +632,9 @@ def test_translator_colours_each_word_and_warns_on_an_unusual_sentence(random_tr
     shown = re.findall(r"title='probability ([\d.]+) \((\w+)\)'>[^<]*<span[^>]*>(\d+)%</span>", t.result.value)
     assert len(shown) == len(t.word_probs)
     for (p, meaning, percent), (_, q) in zip(shown, t.word_probs):
-        assert int(percent) == round(100 * q) and meaning == (
-            "sure" if q >= 0.7 else "unsure" if q >= 0.3 else "guessing"
-        )
+        shown_percent = round(100 * q)  # the colour follows the number shown
+        assert int(percent) == shown_percent
+        assert meaning == ("sure" if shown_percent >= 70 else "unsure" if shown_percent >= 30 else "guessing")
     assert translator_module.UNUSUAL_WARNING not in t.result.value
     monkeypatch.setattr(translator_module, "UNUSUAL_BELOW", math.inf)  # everything is
     t.controls["text"].value = "Zwei Hunde spielen."

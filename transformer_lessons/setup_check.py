@@ -25,7 +25,7 @@ def gpu_status() -> str:
         return f"yes: {torch.cuda.get_device_name(0)}"
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
         return "Apple GPU (MPS) available; the notebooks use the CPU unless told otherwise"
-    return "none (fine: every notebook runs on a CPU)"
+    return "none (fine: every notebook runs on a CPU in the quick mode)"
 
 
 def multi30k_status(reachable=None) -> str:
@@ -62,8 +62,8 @@ def download_status(timeout: float = 5.0) -> str:
         )
 
 
-def setup_check(reachable=None) -> list[str]:
-    """Print (and return) one line each: Python, PyTorch, this package, a GPU, the compute mode, Multi30k."""
+def setup_lines(reachable=None) -> list[str]:
+    """One line each: Python, PyTorch, this package, a GPU, the compute mode, Multi30k."""
     import transformer_lessons
 
     lines = [
@@ -74,9 +74,13 @@ def setup_check(reachable=None) -> list[str]:
         f"compute mode        {compute_mode()}",
         f"Multi30k data       {multi30k_status(reachable)}",
     ]
-    for line in lines:
-        print(line)
     return lines
 
 
-__all__ = ["download_status", "gpu_status", "multi30k_status", "setup_check"]
+def setup_check(reachable=None) -> None:
+    """Print :func:`setup_lines`: what notebook 00's first cell shows."""
+    for line in setup_lines(reachable):
+        print(line)
+
+
+__all__ = ["download_status", "gpu_status", "multi30k_status", "setup_check", "setup_lines"]

@@ -42,8 +42,10 @@ def badge(content: str, kind: str = "error") -> str:
 
 
 def sureness(p: float) -> tuple[str, str]:
-    """``(background, meaning)`` for a word the model gave probability ``p``."""
-    return next((background, meaning) for low, background, meaning in SURENESS if p >= low)
+    """``(background, meaning)`` for a word the model gave probability ``p``, judged on the per cent shown
+    (``round(100 * p)``), so that a chip reading "70%" is never on the colour of "under 70%"."""
+    percent = round(100 * p)
+    return next((background, meaning) for low, background, meaning in SURENESS if percent >= round(100 * low))
 
 
 def sureness_chip(word: str, p: float) -> str:
