@@ -145,6 +145,9 @@ def _compact(run: dict, folder: Path | None) -> dict:
     history = json.loads(history_file.read_text()) if history_file and history_file.is_file() else run.get("history")
     if history:
         row["history"] = [{k: h.get(k) for k in HISTORY_KEYS} for h in history]
+    metrics = folder / "metrics.json" if folder else None
+    if metrics and metrics.is_file() and "averaged" in (averaged := json.loads(metrics.read_text())):
+        row["averaged"] = averaged["averaged"]  # the tested model's own validation numbers (not the last epoch's)
     hypotheses = folder / "test_hypotheses.txt" if folder else None
     if hypotheses and hypotheses.is_file():
         lines = hypotheses.read_text(encoding="utf-8").splitlines()
@@ -196,6 +199,22 @@ def summary(rows: list[dict]) -> list[str]:
             f"{r['best_val_bleu'] if r['best_val_bleu'] is not None else math.nan:>8.2f} {r['test_bleu']:>9.2f} {r['test_bleu'] - mean:>+7.2f}"
         )
     return lines
+
+
+def base_differences(recorded: dict, base: TrainConfig) -> list[str]:
+    """How ``base`` differs from the settings the recorded runs used (``results.json``'s ``base``).
+
+    A setting the record does not name (it was added to TrainConfig later) counts as its default.
+    A new run on another base would not be comparable with the recorded ones: issue 31 moved the cpu
+    preset to the to_end schedule and bfloat16, and the lab's base, made from it, silently followed.
+    """
+    now = json.loads(json.dumps(base.to_dict()))
+    defaults = json.loads(json.dumps(TrainConfig().to_dict()))
+    return [
+        f"{key}: the record's {recorded.get(key, defaults.get(key))!r}, now {value!r}"
+        for key, value in now.items()
+        if key not in ("name", "max_minutes") and recorded.get(key, defaults.get(key)) != value
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -260,6 +279,13 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     record_path = args.out / "results.json"
     record = json.loads(record_path.read_text()) if record_path.is_file() else {"runs": []}
+    changed = base_differences(record["base"], base) if "base" in record else []
+    if changed:
+        parser.error(
+            f"the lab's base is not the one its {len(record['runs'])} recorded runs used ({'; '.join(changed)}): "
+            f"new runs would not compare with them. Restore it in transformer_lessons/lab.py, or record into a "
+            f"new --out"
+        )
     done = {r["name"]: r for r in record["runs"]}
     for variant in chosen:
         if variant.name in done:
@@ -276,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
             args.device,
         )
         record = {
+            **record,  # what else the record holds (the long-sentence experiment) stays
             "device": device,
             "torch": torch.__version__,
             "minutes": args.minutes,

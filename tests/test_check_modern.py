@@ -127,11 +127,34 @@ def rms_keepdim_forgotten(x, weight, eps=1e-5):
 
 @pytest.mark.parametrize(
     "answer",
-    [rms_pow_mean, rms_rsqrt, rms_norm_of_vector, rms_functional, rms_module, rms_norm],
-    ids=["pow_mean", "rsqrt", "norm_of_vector", "functional", "module", "package"],
+    [rms_pow_mean, rms_rsqrt, rms_norm_of_vector, rms_norm],
+    ids=["pow_mean", "rsqrt", "norm_of_vector", "package"],
 )
 def test_right_answers_pass(answer, capsys):
     assert_passes(check_rms_norm, answer, "rms_norm", capsys)
+
+
+def rms_torch_module(x, weight, eps=1e-5):
+    m = torch.nn.RMSNorm(x.size(-1), eps=eps)
+    m.weight.data.copy_(weight)
+    return m(x)
+
+
+def rms_torch_function(x, weight, eps=1e-5):
+    return torch.rms_norm(x, (x.size(-1),), weight, eps)
+
+
+@pytest.mark.parametrize(
+    "answer", [rms_functional, rms_module, rms_torch_module, rms_torch_function, rms_torch_without_eps]
+)
+def test_calling_pytorchs_own_rms_norm_is_refused(answer, capsys):
+    """Issue 30 (T6): F.rms_norm is what the check compares with; an answer that calls it (or a module that does)
+    passed the check without writing RMSNorm. Now it is told to write the formula, and F.rms_norm is unpatched after."""
+    assert_named(check_rms_norm, answer, "rms_norm", r"calls PyTorch's own RMSNorm", capsys)
+    assert (F.rms_norm, torch.rms_norm) == _PYTORCHS_OWN, "the check puts PyTorch's functions back"
+
+
+_PYTORCHS_OWN = (F.rms_norm, torch.rms_norm)
 
 
 @pytest.mark.parametrize(
@@ -150,7 +173,6 @@ def test_right_answers_pass(answer, capsys):
         (rms_llama_eps, r"your default eps is 1e-06"),
         (rms_ignores_eps, r"the eps argument is ignored: called with eps=0\.01, your function used 1e-05"),
         (rms_no_eps, r"eps is missing"),
-        (rms_torch_without_eps, r"gives F\.rms_norm no eps, so PyTorch uses its own default"),
         (rms_std_and_eps_outside, r"(?s)two things differ.*standard deviation.*INSIDE the square root"),
     ],
     ids=lambda x: x.__name__ if callable(x) else "",

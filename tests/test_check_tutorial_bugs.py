@@ -560,7 +560,9 @@ TUTORIAL_BUGS = {
     "rms-authors-eps-outside": (
         "rms_norm",
         rms_norm_authors,
-        ["eps is missing", "under the root"],
+        # Both of its departures. (Its eps 1e-8 outside the root is invisible by default; "eps is missing" was named
+        # from that input alone, but with eps=1e-2 passed in the answer is not eps-less: issue 29.)
+        ["eps belongs INSIDE the square root", "your default eps is 1e-08"],
         "bzhangGo/rmsnorm (Zhang & Sennrich's code), rmsnorm_torch.py, RMSNorm.forward: x / (rms_x + self.eps), eps=1e-8",
     ),
     "ffn-nanogpt-gelu": (

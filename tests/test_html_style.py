@@ -7,6 +7,7 @@ the theme's colour, never a fixed grey (a fixed #444 was dark grey on the dark t
 
 from __future__ import annotations
 
+import html
 import re
 
 import pytest
@@ -97,3 +98,73 @@ def test_no_widget_colours_its_text_with_a_fixed_grey():
             continue
         fixed = re.findall(r"style='[^']*(?<!background:)color:#[0-9a-fA-F]{3,6}", path.read_text(encoding="utf-8"))
         assert not fixed, f"{path.name} colours text with a fixed colour: {fixed}; use html_style"
+
+
+def test_a_widgets_picture_says_what_it_shows_to_a_screen_reader():
+    """The picture is an <img> whose alt text is the widget's describe(), escaped (JupyterLab's image/png has none)."""
+    import torch
+
+    from transformer_lessons import viz
+
+    weights = torch.softmax(torch.randn(1, 2, 3, 3, generator=torch.Generator().manual_seed(0)), dim=-1)
+    explorer = viz.attention_explorer(weights, ["a", "<b>", '"c"'])
+    (alt,) = re.findall(r'<img src="data:image/png;base64,[A-Za-z0-9+/=]+" alt="([^"]*)"', explorer.picture.value)
+    assert alt and html.unescape(alt) == explorer.describe()
+    explorer.controls["head"].value = 1  # a redraw writes the new description too
+    assert html.unescape(re.search(r'alt="([^"]*)"', explorer.picture.value)[1]) == explorer.describe()
+    assert "head 1" in explorer.describe()
+
+
+def test_no_course_widget_uses_a_slider():
+    """A slider's handle has no accessible name (axe's aria-input-field-name) and ipywidgets cannot give it one."""
+    from pathlib import Path
+
+    viz = Path(html_style.__file__).parent
+    sliders = {p.name: re.findall(r"widgets\.\w*Slider\(", p.read_text(encoding="utf-8")) for p in viz.glob("*.py")}
+    assert not any(sliders.values()), f"use widgets.number_box: {sliders}"
+
+
+_INLINE_SCRIPT = r"""
+import base64, io, json
+import matplotlib
+matplotlib.use("agg")
+import matplotlib.pyplot as plt
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.core.pylabtools import select_figure_formats
+from PIL import Image
+
+shell = InteractiveShell.instance()
+out = {}
+for fmt in ("png", "retina"):
+    select_figure_formats(shell, {fmt})  # what %matplotlib inline registers
+    fig, ax = plt.subplots()
+    ax.imshow([[0, 1], [2, 3]]); ax.set_title("a figure")
+    before = shell.display_formatter.format(fig)[0]["image/png"]
+    from transformer_lessons import viz  # importing viz wraps the formatter (once)
+    assert viz.widgets.compact_inline_figures(shell) is True
+    data, meta = shell.display_formatter.format(fig)
+    after = data["image/png"]
+    png = base64.b64decode(after)
+    out[fmt] = {
+        "before": len(before), "after": len(after), "colour_type": png[25],
+        "same_size": Image.open(io.BytesIO(png)).size == Image.open(io.BytesIO(base64.b64decode(before))).size,
+        "metadata": meta.get("image/png", {}),
+    }
+    viz.widgets.compact_inline_figures(shell)  # a second call wraps nothing more
+    assert shell.display_formatter.format(fig)[0]["image/png"] == after
+print(json.dumps(out))
+"""
+
+
+def test_the_notebooks_figures_are_shown_in_few_colours_too():
+    """Importing viz makes the inline backend's PNGs palette-based, whatever format it was set to (png, retina)."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _INLINE_SCRIPT], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    for fmt, seen in out.items():
+        assert seen["colour_type"] == 3 and seen["same_size"] and seen["after"] < seen["before"], (fmt, seen)
+    assert out["retina"]["metadata"].get("width"), "retina's width and height stay"

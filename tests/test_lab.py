@@ -15,6 +15,7 @@ matplotlib.use("Agg")
 import pytest  # noqa: E402
 
 from transformer_lessons import lab, viz  # noqa: E402
+from transformer_lessons import lab_stats  # noqa: E402
 from transformer_lessons.viz.lab import LAB_FILE, baseline_noise, lab_rows  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,20 +90,45 @@ def test_the_table_lists_every_run_of_its_group(part):
     assert "post-norm_no-warmup  diverged: the loss is nan at step 3" in warmup and "rotary" not in warmup
 
 
-def test_the_plots_draw_one_bar_per_change(part):
+def test_the_lab_plot_draws_each_change_as_an_interval_from_the_seeds_noise(part):
     fig = viz.plot_lab(part, title="t")
-    bleu_axes, speed_axes = fig.axes
-    assert [t.get_text() for t in bleu_axes.get_yticklabels()] == ["rotary", "mqa"]
-    assert [round(p.get_width(), 2) for p in bleu_axes.patches if p.get_height() == 0.6] == [34.0, 20.0]
-    speeds = [round(p.get_width(), 2) for p in speed_axes.patches]
-    assert speeds == [round(900 / 1000, 2), round(1200 / 1000, 2)]  # tokens/s over the baselines' mean (1,000)
+    bleu_axes, loss_axes = fig.axes
+    assert [t.get_text() for t in bleu_axes.get_yticklabels()] == [
+        "baseline (3 seeds)",
+        "rotary (1 run)",
+        "mqa (1 run)",
+    ]
+    rotary = lab_stats.difference([30.0, 31.0, 32.0], [34.0])  # one run against three: t with 2 df
+    assert rotary.df == 2 and rotary.difference == pytest.approx(3.0)
+    intervals = [tuple(line.get_xdata()) for line in bleu_axes.lines if len(line.get_xdata()) == 2]
+    assert (pytest.approx(rotary.low), pytest.approx(rotary.high)) in [(a, b) for a, b in intervals]
+    assert "after the same number of updates" in loss_axes.get_title()
     fig = viz.plot_warmup(part)
-    assert len(fig.axes[0].lines) == 2 and "diverged" in " ".join(t.get_text() for t in fig.axes[0].texts)
+    assert len(fig.axes[0].lines) == 1 and "diverged" in " ".join(t.get_text() for t in fig.axes[0].texts)
+    assert len(fig.axes[1].lines) == 1  # pre-norm's panel: its run without warm-up
     fig = viz.plot_long(part)
     heights = sorted(round(p.get_height(), 1) for p in fig.axes[0].patches)
     assert heights == [20.0, 25.0, 30.0, 31.0]
     with pytest.raises(ValueError, match="no long-sentence experiment"):
         viz.plot_long(part | {"long": {}})
+
+
+def test_a_warmup_run_is_set_against_the_usual_schedule_of_its_own_norm(part):
+    runs = [
+        _run("post-norm_usual", 16.0, group="warmup"),
+        _run("pre-norm_usual", 15.0, group="warmup"),
+        _run("post-norm_no-ramp", 20.0, group="warmup"),
+        _run("pre-norm_4x-rate", 23.0, group="warmup"),
+    ]
+    table = viz.lab_table(part | {"runs": part["runs"][:3] + runs}, group="warmup")
+    assert "the usual schedule over the same time: post-norm_usual 16.00, pre-norm_usual 15.00" in table
+    rows = {line.split()[0]: line.split()[-1] for line in table.splitlines()[2:]}
+    assert rows == {
+        "post-norm_usual": "+0.00",
+        "pre-norm_usual": "+0.00",
+        "post-norm_no-ramp": "+4.00",
+        "pre-norm_4x-rate": "+8.00",
+    }
 
 
 def test_the_explorer_compares_two_runs_and_follows_its_controls(part):

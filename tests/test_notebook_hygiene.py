@@ -244,6 +244,33 @@ def test_saved_widgets_carry_a_picture_for_viewers_without_widgets(notebook):
             )
 
 
+MAX_NOTEBOOK_BYTES = 1_000_000  # issue 30: notebook 15 weighed 2 MB, mostly RGBA pictures in two copies each
+
+
+def test_every_notebook_is_at_most_a_megabyte(notebook):
+    path, nb = notebook
+    size = path.stat().st_size
+    assert size <= MAX_NOTEBOOK_BYTES, (
+        f"{path.name} is {size / 1e6:.2f} MB, over {MAX_NOTEBOOK_BYTES / 1e6:.0f} MB: widget pictures go through "
+        "viz.widgets.compact_png (256 colours); look for RGBA figures or a widget drawn many times"
+    )
+
+
+def test_widget_pictures_are_stored_in_few_colours(notebook):
+    """Every PNG a widget saved (its live picture in the widget state, its static copy) is palette-based."""
+    path, nb = notebook
+    state = nb["metadata"].get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    live = [
+        m.group(1)
+        for model in state.values()
+        for m in re.finditer(r"data:image/png;base64,([A-Za-z0-9+/=]+)", str(model.get("state", {}).get("value", "")))
+    ]
+    copies = ["".join(o["data"]["image/png"]) for c in nb["cells"] for o in c.get("outputs", []) if _is_static_copy(o)]
+    for data in live + copies:
+        png = base64.b64decode(data)
+        assert png[25] == 3, f"{path.name}: a widget picture saved as PNG colour type {png[25]}, not a palette"
+
+
 # Learner notebooks are saved without outputs, and each learner's run prints numbers of its own: their text must not
 # describe the outputs of the run saved in notebooks/. A number under discussion is printed by the learner's own run
 # (the text points at it), or quoted with the file it comes from (results/...).

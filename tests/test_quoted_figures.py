@@ -14,6 +14,7 @@ section of the file or notebook that quotes them.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import statistics
@@ -24,8 +25,9 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+import torch
 
-from transformer_lessons import pretrained
+from transformer_lessons import distributed, pretrained
 
 ROOT = Path(__file__).resolve().parents[1]
 COURSE_RUN = Path(pretrained.COURSE_MODEL_PATH).parent.name  # the course's model's run folder (cpu_dropout)
@@ -120,6 +122,28 @@ def record_text(path: str, pattern: str) -> Callable[[], dict]:
     return read
 
 
+def run_time(notebook: str) -> Callable[[], dict]:
+    """A notebook's measured run time (results/notebook_times.json) in scripts/write_run_times.py's words."""
+
+    def read() -> dict:
+        spec = importlib.util.spec_from_file_location("write_run_times", ROOT / "scripts" / "write_run_times.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        seconds = _json("results/notebook_times.json")["seconds"][f"{notebook}.ipynb"]
+        time = module.describe(seconds)  # "about 30 seconds"
+        return {"time": time, "Time": time[0].upper() + time[1:]}
+
+    return read
+
+
+def full_gradients() -> dict:
+    """What one all-reduce of the `full` model's float32 gradients sends per rank on 8 GPUs (a ring: 2(N-1)/N)."""
+    m = metrics("full")()
+    n = 8
+    ratio = 2 * (n - 1) / n
+    return {"n": n, "ratio": ratio, "millions": m["parameters"] / 1e6, "mb": ratio * 4 * m["parameters"] / 1e6}
+
+
 SPEED_UP = record_text(
     "results/laptop/bench_profile.txt", r"ratio \(fused always\) / \(the course's rule\): (?P<x>\d\.\d)"
 )
@@ -154,6 +178,91 @@ def output(notebook: str, cell_id: str, pattern: str) -> Callable[[], dict]:
         return match.groupdict()
 
     return read
+
+
+NB14 = "14_from_2017_to_today"
+
+
+def nb14_bfloat16() -> dict:
+    """Notebook 14's bfloat16 demo (cell 4a076697): what each number became, and whether the text's reading holds."""
+    r = output(
+        NB14,
+        "4a076697",
+        r"(?P<pi>[\d.]+) in bfloat16: (?P<pi_bf>[\d.]+)\n\s*(?P<a>[\d.]+) in bfloat16: (?P<a_bf>\S+)\n"
+        r"\s*(?P<b>[\d.]+) in bfloat16: (?P<b_bf>\S+)\n\s*1e\+30 in bfloat16: (?P<big>\S+)",
+    )()
+    return {
+        **r,
+        "a": r["a"] if r["a_bf"] == "1" else "(not rounded to 1)",  # the text: 1 + 2^-8 rounds to 1
+        "b": r["b"] if r["b_bf"] == r["b"] else "(not kept)",  # the text: 1 + 2^-7 is kept exactly
+    }
+
+
+def nb14_long() -> dict:
+    """The lab's joined test captions (``long`` in results/since_2017/results.json): each length bucket's size, BLEU."""
+    long = _json("results/since_2017/results.json")["long"]
+    base, rotary = long["baseline_s0"], long["rotary"]
+    assert {k: v["n"] for k, v in base.items()} == {k: v["n"] for k, v in rotary.items()}
+    total = sum(b["n"] for b in base.values())
+    return {
+        "total": total,
+        "over_20": total - base["0-20"]["n"],
+        **{f"b{i}": base[k]["bleu"] for i, k in enumerate(("0-20", "21-30", "31-40"))},
+        **{f"r{i}": rotary[k]["bleu"] for i, k in enumerate(("0-20", "21-30", "31-40"))},
+    }
+
+
+def nb14_lead() -> dict:
+    """Rotary's test BLEU against baseline_s0's, the run the long-sentence experiment used (results/since_2017/)."""
+    runs = {r["name"]: r for r in _json("results/since_2017/results.json")["runs"]}
+    rotary, base = runs["rotary"]["test_bleu"], runs["baseline_s0"]["test_bleu"]
+    return {"rotary": rotary, "base": base, "lead": rotary - base}
+
+
+def nb14_quick_updates() -> dict:
+    """Notebook 14's quick rerun (cell c523947e): the baseline's updates, rounded to tens."""
+    steps = int(output(NB14, "c523947e", r"baseline_s0\s+(?P<steps>[\d,]+) updates")()["steps"].replace(",", ""))
+    return {"about": round(steps, -1)}
+
+
+def nb14_lab() -> dict:
+    """Notebook 14's lab, compared as its section 7 does (transformer_lessons.lab_stats on the shipped record), and
+    rotary's first run alone against the three baseline seeds (what the first version of the notebook quoted)."""
+    from transformer_lessons import lab_stats
+    from transformer_lessons.viz import lab_record
+
+    cpu = lab_record()["cpu"]
+    compared = lab_stats.compare_options(cpu)
+    runs = {r["name"]: r for r in cpu["runs"]}
+    first = lab_stats.difference([runs[f"baseline_s{i}"]["test_bleu"] for i in range(3)], [runs["rotary"]["test_bleu"]])
+    rotary, bf16 = compared["rotary"]["test BLEU"], compared["bf16"]["test BLEU"]
+    base, new = [runs[f"baseline_s{i}"] for i in range(3)], [runs["rotary_s1"], runs["rotary_s2"]]
+    fresh = lab_stats.difference([r["test_bleu"] for r in base], [r["test_bleu"] for r in new])
+    fresh_loss = lab_stats.difference(
+        [lab_stats.val_loss_at(r, 1250) for r in base], [lab_stats.val_loss_at(r, 1250) for r in new]
+    )
+    return {
+        "fresh": fresh.difference,
+        "fresh_p": fresh.p,
+        "fresh_loss": f"{fresh_loss.difference:.3f}".replace("-", "\u2212"),  # the text's minus sign
+        "fresh_loss_p": fresh_loss.p,
+        "sds": (runs["rotary"]["test_bleu"] - statistics.fmean(r["test_bleu"] for r in base))
+        / statistics.stdev(r["test_bleu"] for r in base),
+        "first_t": first.t,
+        "first_p": first.p,
+        "first_df": first.df,
+        "rotary": rotary.difference,
+        "rotary_p": rotary.p,
+        "bf16": bf16.difference,
+    }
+
+
+NB14_SOLO = output(
+    NB14,
+    "a04d61c6",
+    r"baseline_s0\s+(?P<base_steps>[\d,]+) updates,\s+(?P<base_tps>[\d,]+) tokens/s(?s:.*?)\n"
+    r"rotary\s+(?P<rotary_steps>[\d,]+) updates,\s+(?P<rotary_tps>[\d,]+) tokens/s",
+)
 
 
 def _bpe_run(scale: str, merges: int | None) -> dict:
@@ -480,6 +589,36 @@ QUOTES: list[Quote] = [
         "Beam search helps {helps}\nsentences, hurts {hurts} and ties {ties}",
         lambda: _json("results/error_analysis/results.json")["beam_vs_greedy"],
     ),
+    # notebooks 12 and 13, and the teacher's guide's run times for them
+    Quote(
+        "docs/teaching.md",
+        "every measurement takes seconds, {time} in all",
+        run_time("12_incremental_decoding"),
+    ),
+    Quote(
+        "docs/teaching.md",
+        "The whole notebook runs in {time} on a CPU (quick mode)",
+        run_time("12_incremental_decoding"),
+    ),
+    Quote("docs/teaching.md", "two processes with `torchrun`, {time} in all", run_time("13_many_processes")),
+    Quote("docs/teaching.md", "{Time} of CPU in all (quick mode)", run_time("13_many_processes")),
+    Quote(
+        "notebooks/13_many_processes.ipynb#f63bfafe",
+        "One GPU (an {gpu}) trained the course's `full` preset in {train_minutes:.0f} minutes, to {bleu:.2f} test BLEU "
+        "(`results/full/`)",
+        lambda: {**metrics("full")(), "gpu": metrics("full")()["device"].split()[1]},
+    ),
+    Quote(
+        "notebooks/13_many_processes.ipynb#dfbb9eff",
+        "Each rank sends $2(N-1)/N$ times the gradients' size, {ratio:.2f} times for $N = {n}$. The `full` model has "
+        "{millions:.1f} million parameters of 4 bytes each, so that is some {mb:.0f} MB per rank and step.",
+        full_gradients,
+    ),
+    Quote(
+        "notebooks/13_many_processes.ipynb#a4bf7047",
+        "until it times out (after {minutes:.0f} minutes here, `distributed.TIMEOUT`)",
+        lambda: {"minutes": distributed.TIMEOUT.total_seconds() / 60},
+    ),
     # notebook 14's last words: the course's models since its lab
     Quote(
         "notebooks/14_from_2017_to_today.ipynb#ee462bd8",
@@ -500,6 +639,70 @@ QUOTES: list[Quote] = [
         "notebooks/14_from_2017_to_today.ipynb#ee462bd8",
         "with {ratio:.1f} times the updates",
         lambda: {"ratio": metrics(BEFORE)()["steps"] / metrics("cpu")()["steps"]},
+    ),
+    # notebook 14, sections 6, 9, 11 and 12: figures read from a cell's output or a record beside the text
+    Quote(
+        f"notebooks/{NB14}.ipynb#32dc2bcb",
+        "What the cell shows: π became {pi_bf}, so only its first three digits are right.",
+        nb14_bfloat16,
+    ),
+    Quote(
+        f"notebooks/{NB14}.ipynb#32dc2bcb",
+        "So $1 + 2^{{-8}}$ ({a}) lies halfway between 1 and the next number, and it rounds to 1 (a tie goes to the "
+        "neighbour whose last bit is 0), while $1 + 2^{{-7}}$ ({b}) is kept exactly. $10^{{30}}$ survives, as {big}:",
+        nb14_bfloat16,
+    ),
+    Quote(
+        f"notebooks/{NB14}.ipynb#32dc2bcb",
+        "its largest number is {max:,.0f}, and very small gradients round to zero",
+        lambda: {"max": torch.finfo(torch.float16).max},
+    ),
+    Quote(
+        f"notebooks/{NB14}.ipynb#43dde0fa",
+        "into {total} longer sentences, and translated them with the baseline (`baseline_s0`) and the rotary model. Of "
+        "the {total}, {over_20} have more than 20 German words",
+        nb14_long,
+    ),
+    Quote(
+        f"notebooks/{NB14}.ipynb#b7367232",
+        "{b0:.1f} against {r0:.1f} for joined captions of up to 20 words, {b1:.1f} against {r1:.1f} for 21 to 30, "
+        "{b2:.1f} against {r2:.1f} for 31 to 40",
+        nb14_long,
+    ),
+    Quote(
+        f"notebooks/{NB14}.ipynb#b7367232",
+        "rotary led this same baseline run by {lead:.2f} points ({rotary:.2f} against {base:.2f}, "
+        "`results/since_2017/results.json`)",
+        nb14_lead,
+    ),
+    Quote(
+        f"notebooks/{NB14}.ipynb#6f65991b",
+        "rotary's first run, +3.6 against the baseline's mean, is a t of {first_t:.2f} with {first_df} degrees of "
+        "freedom, p = {first_p:.2f}",
+        nb14_lab,
+    ),
+    Quote(
+        f"notebooks/{NB14}.ipynb#6f65991b",
+        "the two new seeds against the baseline's three give +{fresh:.2f}, p = {fresh_p:.3f} (their validation loss "
+        "alone: {fresh_loss}, p = {fresh_loss_p:.5f})",
+        nb14_lab,
+    ),
+    Quote(f"notebooks/{NB14}.ipynb#6f65991b", "although it is {sds:.1f} of the baselines'", nb14_lab),
+    Quote(f"notebooks/{NB14}.ipynb#ee462bd8", "(the new seeds alone: +{fresh:.2f}, p = {fresh_p:.3f})", nb14_lab),
+    Quote(f"notebooks/{NB14}.ipynb#ee462bd8", "but its BLEU gain (+{bf16:.2f}) is not shown at three seeds", nb14_lab),
+    Quote("results/README.md", "rotary, 3 runs against 3: test BLEU +{rotary:.2f} (95% interval", nb14_lab),
+    Quote("results/README.md", "test BLEU +{bf16:.2f} (interval", nb14_lab),
+    Quote(f"notebooks/{NB14}.ipynb#14e667b5", "(about {about} updates; the lab's runs made", nb14_quick_updates),
+    Quote(
+        f"notebooks/{NB14}.ipynb#c523947e",
+        "greedy: the same number of updates (about {about}) on any machine",
+        nb14_quick_updates,
+    ),
+    Quote(
+        f"notebooks/{NB14}.ipynb#35711bd4",
+        "its steps were slower, {rotary_tps} tokens a second against the baseline's {base_tps}, so in the same 1.2 "
+        "minutes it made {rotary_steps} updates to the baseline's {base_steps}",
+        NB14_SOLO,
     ),
     Quote(
         "notebooks/09_training.ipynb#n09-14",

@@ -227,3 +227,26 @@ def test_the_progress_bar_shows_the_minutes_left_and_the_last_validation_bleu():
     state = TrainState(train_time_s=150.0, history=[{"val_bleu": None}, {"val_bleu": 32.09}, {"val_bleu": None}])
     assert bar_extras(run, state) == {"val_BLEU": "32.1", "left": "7.5 min"}
     assert bar_extras(SimpleNamespace(config=TRAIN_PRESETS["quick"]), TrainState()) == {}  # no limit, no BLEU yet
+
+
+# --- noam_no_ramp: the control of notebook 14's warm-up runs ----------------------------------------------------------
+
+
+def test_without_the_ramp_the_peak_comes_first_and_the_decay_is_the_papers():
+    """No warm-up at the same peak: the peak from update 1 to `warmup`, then Eq. 3 exactly. (warmup=1, the lab's
+    'no warm-up', starts at sqrt(warmup) times that peak instead: two changes at once.)"""
+    d, w, f = 128, 400, 0.3
+    peak = noam_rate(w, d, w, f)
+    for step in (1, 2, 100, 399, 400):
+        assert noam_rate(step, d, w, f, ramp=False) == pytest.approx(peak, rel=1e-12)
+    for step in (401, 1000, 5000):
+        assert noam_rate(step, d, w, f, ramp=False) == noam_rate(step, d, w, f)
+    assert noam_rate(1, d, w, f) == pytest.approx(peak / w)  # the ramp's first update
+    assert noam_rate(1, d, 1, f) == pytest.approx(peak * math.sqrt(w))  # warmup=1: 20x the peak at first
+
+
+def test_a_run_with_the_noam_no_ramp_schedule_starts_at_its_peak(tmp_path, corpus):
+    config = TOY_CONFIG.replace(schedule="noam_no_ramp", epochs=1, warmup=50)
+    result = train(config, corpus, out_dir=tmp_path, device="cpu", progress=False, evaluate_test=False)
+    steps = result["step"]
+    assert steps < 50 and result["history"][-1]["lr"] == pytest.approx(noam_rate(50, 32, 50, config.lr_factor))

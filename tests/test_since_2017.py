@@ -125,3 +125,32 @@ def test_labs_run_side_by_side_merge_into_one_record_in_the_labs_order(tmp_path,
     assert json.loads((tmp_path / "out" / "results.json").read_text()) == record
     with pytest.raises(SystemExit, match="nothing to merge"):
         lab.merge([tmp_path / "parts" / "failed"], tmp_path / "out2")
+
+
+def test_the_lab_base_is_the_one_its_recorded_runs_used(lab):
+    """Issue 31 moved the cpu preset to the to_end schedule and bfloat16; lab.BASE, made from it, followed silently,
+    and the next runs of the lab were not comparable with its record (they were discarded). The record says which."""
+    recorded = json.loads((SCRIPT.parent.parent / "results" / "since_2017" / "results.json").read_text())["base"]
+    assert lab.base_differences(recorded, lab.BASE) == []
+    moved = lab.BASE.replace(schedule="to_end", precision="native")
+    assert lab.base_differences(recorded, moved) == [
+        "schedule: the record's 'noam', now 'to_end'",
+        "precision: the record's 'auto', now 'native'",
+    ]
+
+
+def test_the_lab_refuses_to_add_runs_to_a_record_of_another_base(tmp_path, lab, monkeypatch, capsys):
+    corpus_file = tmp_path / "toy.json.gz"
+    toy_corpus().save(corpus_file)
+    monkeypatch.setattr(lab, "BASE", TOY_CONFIG.replace(epochs=1))
+    out = tmp_path / "out"
+    out.mkdir()
+    old = json.loads(json.dumps(TOY_CONFIG.replace(epochs=1, precision="bfloat16").to_dict()))
+    (out / "results.json").write_text(json.dumps({"base": old, "runs": []}))
+    with pytest.raises(SystemExit) as stopped:
+        lab.main(
+            ["--corpus", str(corpus_file), "--out", str(out), "--runs", str(tmp_path / "runs"), "--only", "rotary"]
+        )
+    assert stopped.value.code == 2
+    assert "precision: the record's 'bfloat16', now 'auto'" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists(), "nothing trained"

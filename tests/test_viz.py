@@ -30,6 +30,7 @@ from PIL import Image
 from transformer_lessons import PRESETS, Transformer, padding_mask, target_mask, viz
 from transformer_lessons.layers import sinusoidal_positional_encoding
 from transformer_lessons.notes import CourseWarning
+from transformer_lessons.viz import html_style
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -161,7 +162,7 @@ def test_attention_explorer_redraws_on_change(model_attention):
     explorer.controls["head"].value = 1
     assert explorer.figure is not before_fig
     assert explorer._png != before_png
-    assert explorer.output.outputs[0]["data"]["image/png"]  # the picture on screen
+    assert "data:image/png;base64," in explorer.picture.value  # the picture on screen
 
 
 def test_attention_explorer_accepts_a_single_tensor():
@@ -355,8 +356,18 @@ def test_widgets_display_as_ipywidgets_7_and_8_do(model_attention, random_transl
 def test_translator_displays_a_static_copy_of_its_word_by_word_picture(random_translator_parts, monkeypatch):
     model, src_vocab, tgt_vocab = random_translator_parts
     t = viz.translator(model, src_vocab, tgt_vocab, sentence="Ein Mann .", beam_size=1)
-    own = _static_copy_shown_and_hidden(t, t.stepper._png, monkeypatch)
+    own = _static_copy_shown_and_hidden(t, t._static_png(), monkeypatch)
     assert "Ein Mann ." in own["text/plain"]
+    # The copy is the word chips above the word-by-word picture: a static view shows the words' colours too.
+    copy = np.asarray(Image.open(io.BytesIO(t._static_png())).convert("RGB"))
+    stepper = np.asarray(Image.open(io.BytesIO(t.stepper._png)).convert("RGB"))
+    top = copy.shape[0] - stepper.shape[0]
+    # Both parts are stored in at most 256 colours (compact_png), so "the same" is within a few levels.
+    assert np.abs(copy[top:, : stepper.shape[1]].astype(int) - stepper).mean() < 2
+    band = np.unique(copy[:top].reshape(-1, 3), axis=0).astype(int)
+    for _, p in t.word_probs:
+        colour = np.array([int(html_style.sureness(p)[0][i : i + 2], 16) for i in (1, 3, 5)])
+        assert np.abs(band - colour).max(axis=1).min() <= 4, (p, html_style.sureness(p))
     empty = viz.translator(model, src_vocab, tgt_vocab, sentence="")
     assert len(_displayed(empty, monkeypatch)) == 1  # nothing translated, no picture to copy
 
@@ -575,6 +586,9 @@ def test_generation_stepper_escapes_tokens_and_lines_bars_up_with_the_heatmap():
     bars = stepper.figure.axes[0].patches
     np.testing.assert_allclose([b.get_height() for b in bars], stepper.current_weights())
     np.testing.assert_allclose([b.get_x() + b.get_width() / 2 for b in bars], [0.5, 1.5, 2.5])  # heatmap column centres
+    # Each bar carries its source word above it, not only under the heatmap a screen lower (issue 28).
+    ticks = stepper.figure.axes[0].xaxis.get_major_ticks()
+    assert [t.label2.get_text() for t in ticks if t.label2.get_visible()] == list("wxy")
     with pytest.raises(ValueError, match="one sentence"):
         viz.generation_stepper(list("wxy"), list("abc"), _random_attention(2, 2, 3, 4))
 

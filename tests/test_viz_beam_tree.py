@@ -60,8 +60,8 @@ def test_plot_beam_tree_draws_each_candidate_in_the_style_of_its_fate(hand_made_
         assert box.get_edgecolor() == to_rgba(NODE_STYLES[node.status]["edgecolor"]), node
         assert (box.get_linestyle() == "--") == (node.status == DROPPED), node
         if node.parent is not None:
-            assert label[1] == f"{node.token_logp:.2f} → Σ {node.cum_logp:.2f}"
-            assert label[2:] == ([f"score {node.score:.2f}"] if node.status == FINISHED else [])
+            assert label[1:3] == [f"{node.token_logp:.2f}", f"Σ {node.cum_logp:.2f}"]
+            assert label[3:] == ([f"score {node.score:.2f}"] if node.status == FINISHED else [])
     winner = {n.id for n in tree.path(tree.winner)}
     assert {i for i, t in texts.items() if t.get_fontweight() == "bold"} == winner | {0}
     assert len(_lines(ax, WINNER_COLOR)) == len(winner) == 2  # <bos> -> b -> <eos>
@@ -73,6 +73,24 @@ def test_plot_beam_tree_draws_each_candidate_in_the_style_of_its_fate(hand_made_
     assert len(legend) == 5 and legend[0].startswith("kept") and "greedy" in legend[-1]
     assert "α = 0" in ax.get_title() and "beam 2" in ax.get_title()
     assert [t.get_text() for t in ax.get_xticklabels()] == ["<bos>", "1", "2", "3"]
+
+
+def test_every_text_of_the_tree_reads_at_the_widgets_resolution(hand_made_tree):
+    """Issue 28: node labels were 7.5 pt, 8 px in the widget's 80-dpi PNG; every text is now at least 12 px,
+    and a dropped candidate's text is dark enough to read on its pale box (WCAG's 4.5:1)."""
+    from test_html_style import contrast
+
+    from transformer_lessons.viz.widgets import WIDGET_DPI
+
+    ax = viz.plot_beam_tree(hand_made_tree, TABLE_WORDS)
+    texts = [*ax.texts, *ax.get_xticklabels(), *ax.get_legend().get_texts(), ax.title]
+    smallest = min(t.get_fontsize() for t in texts if t.get_text())
+    assert smallest * WIDGET_DPI / 72 >= 12, f"{smallest} pt is {smallest * WIDGET_DPI / 72:.1f} px in the widget"
+    dropped = [t for i, t in _node_texts(ax).items() if hand_made_tree.nodes[i].status == DROPPED]
+    assert dropped
+    for text in dropped:
+        ink, paper = matplotlib.colors.to_hex(text.get_color()), NODE_STYLES[DROPPED]["facecolor"]
+        assert contrast(ink, paper) >= 4.5, (ink, paper)
 
 
 def test_plot_beam_tree_writes_ids_without_a_vocabulary_and_refuses_a_wrong_one(hand_made_tree):
@@ -173,7 +191,7 @@ def test_the_explorer_answers_awkward_input_in_the_widget(parts, monkeypatch):
     assert "only their first 9 tokens" in explorer.html.value and explorer.tree is not None
     explorer.model = "not a model"  # anything that fails inside the search is shown, never raised
     explorer.controls["text"].value = "Ein Mann ."
-    assert "could not search" in explorer.html.value and explorer.tree is None and not explorer.output.outputs
+    assert "could not search" in explorer.html.value and explorer.tree is None and not explorer.picture.value
     for bad, error in [
         ({"beam_size": 0}, ValueError),
         ({"beam_size": 9}, ValueError),

@@ -324,7 +324,8 @@ def _add_schedule(p: argparse.ArgumentParser) -> None:
         "--schedule",
         choices=SCHEDULES,
         help="noam: the paper's learning rate (Eq. 3); to_end: the same warm-up, then a straight line to 0 at the end "
-        "of the run's --max-minutes or --epochs, whichever comes first (default: the preset's)",
+        "of the run's --max-minutes or --epochs, whichever comes first; noam_no_ramp: the paper's peak rate from the first "
+        "update, then its decay (default: the preset's)",
     )
 
 

@@ -381,8 +381,8 @@ EXERCISES: tuple[Exercise, ...] = (
         (
             "This notebook's section 'The loss of a shard': DDP averages the ranks' gradients, so each rank's loss must "
             "be scaled for that average to be the whole batch's gradient.",
-            "The whole batch's loss is the sum of all ranks' local sums over total_tokens; DDP divides the sum of the "
-            "ranks' gradients by world_size; so multiply the local sum by world_size before dividing by total_tokens.",
+            "DDP adds the ranks' gradients and divides the sum by world_size. Which scalar must each rank "
+            "backpropagate so that the result is the gradient of (the sum of all ranks' local sums) / total_tokens?",
             "return local_sum * world_size / total_tokens",
         ),
     ),
@@ -391,7 +391,7 @@ EXERCISES: tuple[Exercise, ...] = (
         "14_from_2017_to_today",
         (
             "Section 2 'RMSNorm' of this notebook (Zhang & Sennrich 2019, Eq. 4): LayerNorm without the mean and "
-            "without the shift; F.rms_norm is the reference.",
+            "without the shift. PyTorch's F.rms_norm is what the check compares with, so an answer that calls it is refused.",
             "Square each entry, take the mean over the last axis (keep that axis), add eps, take the square root; "
             "divide x by it and multiply by the gain.",
             "return weight * x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)",

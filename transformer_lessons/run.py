@@ -91,7 +91,8 @@ def build_run(
         budget = Budget(config.max_minutes, config.epochs * len(batcher))
         scheduler = to_end_scheduler(optimizer, d_model, config.warmup, config.lr_factor, lambda: budget.spent)
     else:
-        scheduler = noam_scheduler(optimizer, d_model, config.warmup, config.lr_factor)
+        ramp = config.schedule != "noam_no_ramp"
+        scheduler = noam_scheduler(optimizer, d_model, config.warmup, config.lr_factor, ramp)
     return Run(
         config=config,
         corpus=corpus,

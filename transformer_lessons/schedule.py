@@ -19,7 +19,7 @@ from typing import Callable
 import torch
 
 
-def noam_rate(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
+def noam_rate(step: int, d_model: int, warmup: int, factor: float = 1.0, ramp: bool = True) -> float:
     """The paper's learning rate at training step ``step`` (Eq. 3, §5.3).
 
     ``lrate = factor · d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)``:
@@ -30,15 +30,21 @@ def noam_rate(step: int, d_model: int, warmup: int, factor: float = 1.0) -> floa
 
     Steps count from 1 (the first update). ``step = 0`` is treated as 1 rather
     than returning 0 or dividing by zero.
+
+    ``ramp=False`` removes the warm-up and nothing else: the peak rate from the first
+    update until step ``warmup``, then the same decay (the ``noam_no_ramp`` schedule of
+    notebook 14's lab, the control that tells warm-up's effect from a higher rate's: with
+    ``warmup=1`` instead, the first updates would run at up to ``sqrt(warmup)`` times the peak).
     """
     if d_model <= 0 or warmup <= 0:
         raise ValueError(f"d_model and warmup must be positive, got d_model={d_model}, warmup={warmup}")
     step = max(int(step), 1)
-    return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+    rising = step * warmup**-1.5 if ramp else warmup**-0.5
+    return factor * d_model**-0.5 * min(step**-0.5, rising)
 
 
 def noam_scheduler(
-    optimizer: torch.optim.Optimizer, d_model: int, warmup: int, factor: float = 1.0
+    optimizer: torch.optim.Optimizer, d_model: int, warmup: int, factor: float = 1.0, ramp: bool = True
 ) -> torch.optim.lr_scheduler.LambdaLR:
     """A ``LambdaLR`` that sets the learning rate to :func:`noam_rate` at every update.
 
@@ -50,7 +56,7 @@ def noam_scheduler(
     for group in optimizer.param_groups:
         group["lr"] = 1.0
         group["initial_lr"] = 1.0
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: noam_rate(i + 1, d_model, warmup, factor))
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: noam_rate(i + 1, d_model, warmup, factor, ramp))
 
 
 def to_end_rate(step: int, spent: float, d_model: int, warmup: int, factor: float = 1.0) -> float:

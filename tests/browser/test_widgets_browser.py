@@ -43,8 +43,8 @@ RUN_ALL_TIMEOUT_MS = 120_000  # quick mode: notebook 01 runs in ~15 s on 2 CPU c
 REDRAW_TIMEOUT_MS = 30_000
 
 # The explorer: an ipywidgets VBox holding a Dropdown (the head) and an Output showing the PNG.
-EXPLORER = ".widget-vbox:has(.widget-dropdown select):has(.widget-output)"
-HEATMAP = f"{EXPLORER} .widget-output img"
+EXPLORER = ".widget-vbox:has(.widget-dropdown select):has(.tl-picture)"
+HEATMAP = f"{EXPLORER} .tl-picture img"
 
 # What the screenshots of the heatmap must show. The picture is a seaborn heatmap: a block of
 # viridis cells (every viridis colour is saturated; the labels, the title and the page are
@@ -247,8 +247,8 @@ def test_learner_solution_is_folded_until_clicked(browser_page, lab_server, tmp_
 # --- the translator: type a sentence, get a translation and a new heatmap ---------------------------------
 
 TRANSLATOR_NOTEBOOK = "translator.ipynb"
-TRANSLATOR = ".widget-vbox:has(.widget-text input):has(.widget-output)"
-TRANSLATOR_HEATMAP = f"{TRANSLATOR} .widget-output img"
+TRANSLATOR = ".widget-vbox:has(.widget-text input[type=text]):has(.tl-picture)"
+TRANSLATOR_HEATMAP = f"{TRANSLATOR} .tl-picture img"
 TRANSLATION = f"{TRANSLATOR} .widget-html-content"
 FIRST_SENTENCE = "Ein Mann fährt Fahrrad."
 TYPED_SENTENCE = "Zwei kleine Hunde spielen im Schnee."
@@ -321,7 +321,7 @@ def test_translator_follows_a_typed_sentence(browser_page, lab_server, tmp_path)
         _cells(shot_before, "translator_heatmap_before.png")
 
         # Type a sentence the way a learner does: click the box, replace the text, press Enter.
-        box = translator.locator(".widget-text input").first
+        box = translator.locator(".widget-text input[type=text]").first
         box.click()
         box.fill(TYPED_SENTENCE)
         box.press("Enter")
@@ -371,8 +371,8 @@ def test_translator_follows_a_typed_sentence(browser_page, lab_server, tmp_path)
 # --- the beam tree of notebook 15: type a sentence, get a new tree --------------------------------------------
 
 BEAM_TREE_NOTEBOOK = "beam_tree.ipynb"
-BEAM_TREE = ".widget-vbox:has(.widget-text input):has(.widget-output)"
-BEAM_TREE_IMAGE = f"{BEAM_TREE} .widget-output img"
+BEAM_TREE = ".widget-vbox:has(.widget-text input[type=text]):has(.tl-picture)"
+BEAM_TREE_IMAGE = f"{BEAM_TREE} .tl-picture img"
 BEAM_TREE_TEXT = f"{BEAM_TREE} .widget-html-content"
 
 
@@ -412,7 +412,7 @@ def test_beam_tree_follows_a_typed_sentence(browser_page, lab_server, tmp_path):
         _save(explorer.screenshot(), "beam_tree_before.png", tmp_path)
         tree_before = _drawn(shot_before, "beam_tree_before.png")
 
-        box = explorer.locator(".widget-text input").first
+        box = explorer.locator(".widget-text input[type=text]").first
         box.click()
         box.fill(TYPED_SENTENCE)
         box.press("Enter")
@@ -547,36 +547,27 @@ def _themes_notebook(target_dir) -> str:
         nbformat.v4.new_code_cell(f"viz.translator({args}, sentence={UNUSUAL_SENTENCE!r}, beam_size=4)"),
         nbformat.v4.new_code_cell(f"viz.beam_tree_explorer({args}, sentence={FIRST_SENTENCE!r})"),
         nbformat.v4.new_code_cell(f"viz.head_switchboard({args}, sentence={FIRST_SENTENCE!r})"),
+        nbformat.v4.new_code_cell("viz.positional_encoding_explorer()"),
     ]
     nbformat.write(nb, target_dir / THEMES_NOTEBOOK)
     return THEMES_NOTEBOOK
 
 
-# Violations that come from JupyterLab and ipywidgets themselves, not from the course's HTML (issue 28 keeps them
-# open): JupyterLab renders an image/png output as an <img> without alt text, and ipywidgets' sliders (noUiSlider)
-# give their handle role="slider" without a name. Each is recognised by the element, so any other element fails.
-NOT_OURS = {
-    "image-alt": lambda html: html.startswith('<img src="data:image/png;base6'),  # axe shortens the src
-    "aria-input-field-name": lambda html: 'class="noUi-handle' in html,
-}
+def _axe_violations(page, selector: str) -> list[dict]:
+    """axe-core's serious or critical violations inside ``selector``: each its rule, impact and elements' HTML.
 
-
-def _axe_violations(page, selector: str) -> tuple[list[dict], list[str]]:
-    """axe-core's serious or critical violations inside ``selector`` (each: rule, impact, the elements' HTML),
-    and, apart, the rules of ``NOT_OURS`` that matched only elements of JupyterLab or ipywidgets."""
+    None is excused: the two that came from JupyterLab and ipywidgets (an image/png output's ``<img>`` without alt
+    text, a slider handle without a name) are gone since the widgets draw their own ``<img alt>`` and use number
+    boxes (``viz/widgets.py``).
+    """
     from axe_playwright_python.sync_playwright import Axe
 
     results = Axe().run(page, context=selector, options=AXE_OPTIONS)
-    ours, theirs = [], []
-    for v in results.response["violations"]:
-        if v["impact"] not in SERIOUS:
-            continue
-        nodes = [n["html"] for n in v["nodes"] if not NOT_OURS.get(v["id"], lambda _: False)(n["html"])]
-        if nodes:
-            ours.append({"rule": v["id"], "impact": v["impact"], "help": v["help"], "nodes": [h[:160] for h in nodes]})
-        else:
-            theirs.append(f"{v['id']} ({len(v['nodes'])} elements)")
-    return ours, theirs
+    return [
+        {"rule": v["id"], "impact": v["impact"], "help": v["help"], "nodes": [n["html"][:160] for n in v["nodes"]]}
+        for v in results.response["violations"]
+        if v["impact"] in SERIOUS
+    ]
 
 
 def test_widgets_read_in_both_themes_and_pass_axe(browser_page, themed_lab_server, tmp_path):
@@ -602,16 +593,18 @@ def test_widgets_read_in_both_themes_and_pass_axe(browser_page, themed_lab_serve
             colour = block.evaluate("e => getComputedStyle(e).color")
             assert colour != "rgb(68, 68, 68)", f"fixed dark grey text in the {theme} theme (on {background})"
         _save(page.screenshot(full_page=True), f"widgets_{theme}.png", tmp_path)
-        for name, cell in zip(("translator", "beam_tree", "switchboard"), page.locator(".jp-CodeCell").all()[1:]):
+        for name, cell in zip(
+            ("translator", "beam_tree", "switchboard", "positional"), page.locator(".jp-CodeCell").all()[1:]
+        ):
             area = cell.locator(".jp-Cell-outputWrapper").first
             area.scroll_into_view_if_needed()
             _save(area.screenshot(), f"{name}_{theme}.png", tmp_path)  # to look at: one picture per widget and theme
-        violations, upstream = _axe_violations(page, ".jp-OutputArea-output")
+        violations = _axe_violations(page, ".jp-OutputArea-output")
         assert not violations, f"axe ({theme} theme): {violations}; see {ARTIFACTS / f'widgets_{theme}.png'}"
-        print(
-            f"browser test: widgets in the {theme} theme: no serious or critical axe violation of ours "
-            f"(JupyterLab's and ipywidgets' own: {', '.join(upstream) or 'none'})"
-        )
+        pictures = page.locator(".tl-picture img").all()
+        alts = [img.get_attribute("alt") or "" for img in pictures]
+        assert len(alts) >= 3 and all(alts), f"every widget picture needs its alt text: {alts}"
+        print(f"browser test: widgets in the {theme} theme: no serious or critical axe violation; alt texts: {alts}")
     except BaseException:
         with contextlib.suppress(Exception):
             _save(page.screenshot(full_page=True), f"failure_themes_{theme}.png", tmp_path)
@@ -646,7 +639,7 @@ def test_notebook_11_translator_answers_right_after_run_all(browser_page, lab_se
             timeout=RUN_ALL_TIMEOUT_MS,
         )
         first = _translation_text(page)
-        box = translator.first.locator(".widget-text input").first
+        box = translator.first.locator(".widget-text input[type=text]").first
         box.scroll_into_view_if_needed()
         typed = time.monotonic()
         box.click()

@@ -26,6 +26,7 @@ from transformer_lessons.checks.common import (
     known_bug,
     shape_of,
 )
+from transformer_lessons.checks.evidence import Inputs
 from transformer_lessons.checks.slips import Slip, slip_bugs
 
 
@@ -219,7 +220,8 @@ def _run_attention(fn, q, k, v, mask=None, finite=True) -> tuple[torch.Tensor, t
     return _unpack_attention(result, shapes, q.dtype, finite)
 
 
-def _check_attention_case(fn, q, k, v, mask=None) -> None:
+def _check_attention_case(fn, q, k, v, mask=None, compare: Callable[..., Any] = diagnose) -> None:
+    """One input: ``compare`` is :func:`diagnose` (a verdict on this input alone) or an :class:`Inputs`' compare."""
     output, weights = _run_attention(fn, q, k, v, mask)
     expected_weights = _attention(q, k, v, mask)[1]
     # PyTorch's fused op is the independent reference for the output.
@@ -239,7 +241,7 @@ def _check_attention_case(fn, q, k, v, mask=None) -> None:
             f"Masked keys should get exactly zero weight, yours get up to {leaked:.3g}: fill their scores "
             "with float('-inf') before the softmax"
         )
-    diagnose((output, weights), (expected_output, expected_weights), bugs, "(output, weights)", advice)
+    compare((output, weights), (expected_output, expected_weights), bugs, "(output, weights)", advice)
 
 
 def _blocked_query(fn) -> str:
@@ -329,8 +331,9 @@ def check_scaled_dot_product_attention(fn: Callable[..., tuple[torch.Tensor, tor
             inverted or discarded, matmul order, ...).
     """
     q, k, v = torch.randn(2, 4, 8), torch.randn(2, 6, 8), torch.randn(2, 6, 5)
+    seen = Inputs()  # a bug is named only if it explains the answer without a mask and with one
     try:
-        _check_attention_case(fn, q, k, v)
+        _check_attention_case(fn, q, k, v, compare=seen.compare)
     except ExerciseError as error:
         if not isinstance(error.__cause__, RuntimeError):
             raise
@@ -347,7 +350,9 @@ def check_scaled_dot_product_attention(fn: Callable[..., tuple[torch.Tensor, tor
             "[[: scores = query @ key.transpose(-2, -1) -> (2, 4, 6), output = weights @ value -> (2, 4, 5)]] "
             "(note: key.T reverses ALL the axes of a batched tensor)"
         ) from error.__cause__
-    _check_attention_case(fn, q, k, v, _allowed_mask((2, 4, 6)))
+    with seen.one():
+        _check_attention_case(fn, q, k, v, _allowed_mask((2, 4, 6)), compare=seen.compare)
+    seen.verdict()
     # With a heads axis and a padding mask (B, 1, 1, S), as MultiHeadAttention calls it.
     q4, k4, v4 = torch.randn(2, 3, 4, 8), torch.randn(2, 3, 6, 8), torch.randn(2, 3, 6, 5)
     pad = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])[:, None, None, :]  # (B, 1, 1, S)

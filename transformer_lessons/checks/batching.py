@@ -15,13 +15,16 @@ may trade places (an unstable sort), and the order of the batches does not matte
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import numbers
+import operator
 from typing import Any, Callable, Sequence
 
 import torch
 
 from transformer_lessons.checks.common import NO_RETURN, ExerciseError, call_answer, exercise, known_bug
+from transformer_lessons.checks.evidence import Inputs
 from transformer_lessons.data.batching import TokenBatcher
 
 Batches = list[list[int]]
@@ -147,8 +150,8 @@ _BUGS = [
 ]
 
 
-def _diagnose_batches(batches: Batches, lengths: Sequence[int], max_tokens: int, expected: Batches) -> None:
-    """Raise the ExerciseError that best explains why ``batches`` differ from ``expected``."""
+def _expect_indices(batches: Batches, lengths: Sequence[int], expected: Batches) -> None:
+    """Batches that differ from ``expected`` must at least hold indices into ``lengths``."""
     n, want = len(lengths), _signature(lengths, expected)
     if sorted(tuple(sorted(batch)) for batch in batches) == want:
         raise known_bug(
@@ -160,14 +163,17 @@ def _diagnose_batches(batches: Batches, lengths: Sequence[int], max_tokens: int,
             f"index {next(i for i in flat if not 0 <= i < n)} is not a position in `lengths` "
             f"(0 .. {n - 1}): each batch holds indices into `lengths`"
         )
-    for hint, knobs in _BUGS:
-        simulated = _greedy(lengths, max_tokens, **knobs)
-        if (
-            _signature(lengths, simulated) != want
-            and _signature(lengths, simulated) == _signature(lengths, batches)
-            and (sorted(i for batch in simulated for i in batch) == flat)
-        ):
-            raise known_bug(hint)
+
+
+def _what_batches_show(lengths: Sequence[int], batches: Batches) -> tuple[list, list[int]]:
+    """What the check compares of some batches: their lengths (sorted, see _signature) and the indices they hold."""
+    return _signature(lengths, batches), sorted(i for batch in batches for i in batch)
+
+
+def _unexplained_batches(batches: Batches, lengths: Sequence[int], max_tokens: int, expected: Batches) -> ExerciseError:
+    """The error that best explains batches that differ from ``expected``, where no known bug does."""
+    n, want = len(lengths), _signature(lengths, expected)
+    flat = sorted(i for batch in batches for i in batch)
     twice = sorted({i for i in flat if flat.count(i) > 1})
     missing = sorted(set(range(n)) - set(flat))
     if twice:
@@ -199,7 +205,7 @@ def _diagnose_batches(batches: Batches, lengths: Sequence[int], max_tokens: int,
         )
     got = _signature(lengths, batches)
     first = next((k for k, (g, w) in enumerate(zip(got, want)) if g != w), min(len(got), len(want)))
-    raise ExerciseError(
+    return ExerciseError(
         f"the batches differ from the rule's (sort by length, shortest first; cut when the batch with one more row "
         f"would exceed max_tokens, padding included): {len(want)} batches expected, got {len(got)}. Sorted by their lengths, batch "
         f"{first} should hold lengths {list(want[first]) if first < len(want) else 'nothing'}, yours holds "
@@ -230,6 +236,42 @@ def _cases() -> list[tuple[list[int], int]]:
     return [([3, 7, 2, 5, 5, 9, 4, 2, 6, 3, 12, 1, 11, 8, 4], 10), (many, 64), ([15, 20], 10), ([], 10)]
 
 
+def _batch_case(fn: Callable, lengths: list[int], max_tokens: int, seen: Inputs) -> None:
+    """Run the answer on one list of lengths; keep its batches beside those of each known bug on the same list."""
+    given = list(lengths)
+    try:
+        answer = call_answer(fn, given, max_tokens, hint="batches = [[indices ...], ...]")
+    except ExerciseError:
+        if max(lengths, default=0) > max_tokens and _runs(fn, list(lengths), max(lengths)):
+            # It raised only because a sequence alone is over the budget: say the rule (raises again).
+            call_answer(fn, list(lengths), max_tokens, hint=_OVER_LONG.format(n=max(lengths), budget=max_tokens))
+        raise
+    batches = _as_batches(answer)
+    if given != lengths:
+        raise known_bug(
+            "your code changed `lengths` (lengths.sort()?), which loses which index has which "
+            "length: sort the INDICES by length[[: sorted(range(len(lengths)), key=lambda i: lengths[i])]]"
+        )
+    if any(not batch for batch in batches):
+        where = f" for lengths={lengths}, max_tokens={max_tokens}" if len(lengths) < 16 else ""
+        raise known_bug(
+            f"your answer has an empty batch{where}: when an index does not fit in an EMPTY batch "
+            "(it alone is longer than max_tokens), add it anyway, a batch of its own; and append "
+            "the last batch only if it is not empty"
+        )
+    expected = _reference(lengths, max_tokens)
+    flat = sorted(i for batch in batches for i in batch)
+    if flat != list(range(len(lengths))) or _signature(lengths, batches) != _signature(lengths, expected):
+        _expect_indices(batches, lengths, expected)  # raises unless every index is in range
+    got = _what_batches_show(lengths, batches)
+    bugs = [
+        (hint, lambda knobs=knobs: _what_batches_show(lengths, _greedy(lengths, max_tokens, **knobs)))
+        for hint, knobs in _BUGS
+    ]
+    differs = functools.partial(_unexplained_batches, batches, lengths, max_tokens, expected)
+    seen.compare(got, _what_batches_show(lengths, expected), bugs, "the batches", same=operator.eq, differs=differs)
+
+
 @exercise(
     "batch_by_tokens",
     "sort the indices by length and cut them greedily into batches of at most max_tokens padded tokens",
@@ -256,32 +298,11 @@ def check_batch_by_tokens(fn: Callable[[list[int], int], list[list[int]]]) -> st
             ``<`` for ``<=``, the last batch dropped, an index twice or missing, an empty
             batch, lengths returned instead of indices, ``lengths`` sorted in place).
     """
+    seen = Inputs()  # a bug is named only if it explains all four lists
     for lengths, max_tokens in _cases():
-        given = list(lengths)
-        try:
-            answer = call_answer(fn, given, max_tokens, hint="batches = [[indices ...], ...]")
-        except ExerciseError:
-            if max(lengths, default=0) > max_tokens and _runs(fn, list(lengths), max(lengths)):
-                # It raised only because a sequence alone is over the budget: say the rule (raises again).
-                call_answer(fn, list(lengths), max_tokens, hint=_OVER_LONG.format(n=max(lengths), budget=max_tokens))
-            raise
-        batches = _as_batches(answer)
-        if given != lengths:
-            raise known_bug(
-                "your code changed `lengths` (lengths.sort()?), which loses which index has which "
-                "length: sort the INDICES by length[[: sorted(range(len(lengths)), key=lambda i: lengths[i])]]"
-            )
-        if any(not batch for batch in batches):
-            where = f" for lengths={lengths}, max_tokens={max_tokens}" if len(lengths) < 16 else ""
-            raise known_bug(
-                f"your answer has an empty batch{where}: when an index does not fit in an EMPTY batch "
-                "(it alone is longer than max_tokens), add it anyway, a batch of its own; and append "
-                "the last batch only if it is not empty"
-            )
-        expected = _reference(lengths, max_tokens)
-        flat = sorted(i for batch in batches for i in batch)
-        if flat != list(range(len(lengths))) or _signature(lengths, batches) != _signature(lengths, expected):
-            _diagnose_batches(batches, lengths, max_tokens, expected)
+        with seen.one():
+            _batch_case(fn, lengths, max_tokens, seen)
+    seen.verdict()
     return (
         "batches against data.TokenBatcher for 4 lists (a batch exactly at the budget, sequences over it, "
         "none), every index once, lengths unchanged"

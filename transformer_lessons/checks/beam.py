@@ -19,12 +19,12 @@ from transformer_lessons.checks.common import (
     Bug,
     ExerciseError,
     call_answer,
-    diagnose,
     exercise,
     expect_tensor,
     expect_unchanged,
     known_bug,
 )
+from transformer_lessons.checks.evidence import Inputs
 from transformer_lessons.checks.slips import Slip, slip_bugs
 
 _NEG_INF = float("-inf")
@@ -166,27 +166,32 @@ def check_beam_step(fn: Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Te
             top-K, prefix scores not added, parent and token swapped, // K for // V,
             probabilities multiplied, survivors not best first).
     """
+    seen = Inputs()  # a bug is named only if it explains every input
     for scores, log_probs, K in _beam_cases():
-        V = log_probs.size(1)
-        inputs = {"scores": scores.clone(), "log_probs": log_probs.clone()}
-        got = call_answer(fn, inputs["scores"], inputs["log_probs"], K, hint="scores (K,), log_probs (K, V), K an int")
-        expect_unchanged({"scores": scores, "log_probs": log_probs}, inputs)
-        got = _expect_step(got, K, V)
-        expected = _best_candidates(scores, log_probs, K)
-        if not torch.equal(got[1] * V + got[2], expected[1] * V + expected[2]):
-            same = sorted((got[1] * V + got[2]).tolist()) == sorted((expected[1] * V + expected[2]).tolist())
-            if same:
-                raise known_bug(
-                    "the right K survivors, in another order: return them best first (topk sorts them; "
-                    "sorted=True is its default)"
-                )
-        diagnose(
-            got,
-            expected,
-            _beam_bugs(scores, log_probs, K),
-            "(new_scores, parent, token)",
-            "expected the K best of all K·V candidates, each its prefix's score plus its log-probability"
-            "[[: cand = scores[:, None] + log_probs; top, idx = cand.view(-1).topk(K); "
-            "parent, token = idx // V, idx % V]]",
-        )
+        with seen.one():
+            V = log_probs.size(1)
+            inputs = {"scores": scores.clone(), "log_probs": log_probs.clone()}
+            got = call_answer(
+                fn, inputs["scores"], inputs["log_probs"], K, hint="scores (K,), log_probs (K, V), K an int"
+            )
+            expect_unchanged({"scores": scores, "log_probs": log_probs}, inputs)
+            got = _expect_step(got, K, V)
+            expected = _best_candidates(scores, log_probs, K)
+            if not torch.equal(got[1] * V + got[2], expected[1] * V + expected[2]):
+                same = sorted((got[1] * V + got[2]).tolist()) == sorted((expected[1] * V + expected[2]).tolist())
+                if same:
+                    raise known_bug(
+                        "the right K survivors, in another order: return them best first (topk sorts them; "
+                        "sorted=True is its default)"
+                    )
+            seen.compare(
+                got,
+                expected,
+                _beam_bugs(scores, log_probs, K),
+                "(new_scores, parent, token)",
+                "expected the K best of all K·V candidates, each its prefix's score plus its log-probability"
+                "[[: cand = scores[:, None] + log_probs; top, idx = cand.view(-1).topk(K); "
+                "parent, token = idx // V, idx % V]]",
+            )
+    seen.verdict()
     return "a running beam, the first step, K = 1 and a strong prefix against a sorted list of all K·V candidates"

@@ -23,7 +23,6 @@ from transformer_lessons.checks.common import (
     ExerciseError,
     call_answer,
     call_in_eval,
-    diagnose,
     exercise,
     expect_dropout,
     expect_dropout_at,
@@ -32,6 +31,7 @@ from transformer_lessons.checks.common import (
     expect_unchanged,
     build_module,
 )
+from transformer_lessons.checks.evidence import Inputs
 from transformer_lessons.checks.slips import Slip, slip_bugs
 from transformer_lessons.checks.sublayers import (
     NORM_HINT,
@@ -279,30 +279,31 @@ def check_decoder_layer(cls: Callable[..., nn.Module]) -> str:
     tgt_mask = pad_mask([T, T - 2], T) & causal_mask(T)  # (B, 1, T, T)
     # First with memory as long as the target (S = T), so that swapped masks still run and can be named;
     # then with a longer memory.
+    seen = Inputs()  # a bug is named only if it explains every input
     for S in (T, T + 2):
-        memory = torch.randn(B, S, D)
-        src_mask = pad_mask([S - 1, S], S)  # (B, 1, 1, S)
-        inputs = {"x": x, "memory": memory, "src_mask": src_mask, "tgt_mask": tgt_mask}
-        originals = {name: t.clone() for name, t in inputs.items()}
-        out = call_in_eval(m, x, memory, src_mask, tgt_mask)
-        expect_unchanged(originals, inputs)
-        out = expect_tensor(
-            out,
-            "the output",
-            x.shape,
-            x.dtype,
-            nan_hint=MASK_NAN_HINT,
-            shape_hint="one vector per TARGET position: (B, T, d_model)",
-        )
-        bugs = _decoder_layer_bugs(ref, x, memory, src_mask, tgt_mask, own_parts(m, ref, x))
-        try:
-            diagnose(out, ref(x, memory, src_mask, tgt_mask), bugs, f"the output (memory length {S})")
-        except ExerciseError as error:
-            if not error.known_bug and _leaks_future(m, x, memory, src_mask, tgt_mask, out):
-                raise ExerciseError(_CAUSAL_HINT) from None
-            raise
-        if S == T and _leaks_future(m, x, memory, src_mask, tgt_mask, out):
-            raise ExerciseError(_CAUSAL_HINT)
+        with seen.one():
+            memory = torch.randn(B, S, D)
+            src_mask = pad_mask([S - 1, S], S)  # (B, 1, 1, S)
+            inputs = {"x": x, "memory": memory, "src_mask": src_mask, "tgt_mask": tgt_mask}
+            originals = {name: t.clone() for name, t in inputs.items()}
+            out = call_in_eval(m, x, memory, src_mask, tgt_mask)
+            expect_unchanged(originals, inputs)
+            out = expect_tensor(
+                out,
+                "the output",
+                x.shape,
+                x.dtype,
+                nan_hint=MASK_NAN_HINT,
+                shape_hint="one vector per TARGET position: (B, T, d_model)",
+            )
+            bugs = _decoder_layer_bugs(ref, x, memory, src_mask, tgt_mask, own_parts(m, ref, x))
+            leaks = _leaks_future(m, x, memory, src_mask, tgt_mask, out)
+            differs = (lambda: ExerciseError(_CAUSAL_HINT)) if leaks else None  # when no bug explains every input
+            expected = ref(x, memory, src_mask, tgt_mask)
+            right = seen.compare(out, expected, bugs, f"the output (memory length {S})", differs=differs)
+            if right and S == T and leaks:
+                raise ExerciseError(_CAUSAL_HINT)
+    seen.verdict()
     _expect_sublayer_dropout(
         m,
         lambda: build_module(cls, (D, H, d_ff, 0.0), "cls(d_model, n_heads, d_ff, dropout)"),

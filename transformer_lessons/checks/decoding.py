@@ -11,6 +11,7 @@ re-runs the loop with knobs, only to reproduce the mistakes learners make
 from __future__ import annotations
 
 import functools
+import operator
 from typing import Any, Callable
 
 import torch
@@ -25,6 +26,7 @@ from transformer_lessons.checks.common import (
     known_bug,
     shape_of,
 )
+from transformer_lessons.checks.evidence import Inputs
 from transformer_lessons.checks.slips import two_things
 from transformer_lessons.config import ModelConfig
 from transformer_lessons.data import Batch, make_batch
@@ -261,40 +263,65 @@ def _greedy_bugs(fed_one_token: bool) -> list[tuple[str, dict[str, Any], bool]]:
     ]
 
 
-def _diagnose_greedy(
+def _greedy_case(
     fn: Callable[..., torch.Tensor],
     model: nn.Module,
     src: torch.Tensor,
     src_mask: torch.Tensor,
     max_new_tokens: int,
-    got_rows: list[list[int]],
-    want_rows: list[list[int]],
-    calls: list,
+    seen: Inputs,
 ) -> None:
-    """Raise naming the bug behind rows that differ from the reference: sampling, a simulated bug, or the first difference.
+    """Run the answer on one batch; keep its rows (to <eos>) beside those of each decoding bug on the same batch."""
+    originals = {"src": src.clone(), "src_mask": src_mask.clone()}
+    inputs = {"src": src.clone(), "src_mask": src_mask.clone()}
+    spy = _DecodeSpy(model)
+    try:
+        got = call_answer(
+            fn, model, inputs["src"], inputs["src_mask"], max_new_tokens, _DEC_BOS, _DEC_EOS, hint=_GREEDY_HINT
+        )
+    finally:
+        spy.close()
+    expect_unchanged(originals, inputs)
+    expected = greedy_decode(model, src, src_mask, max_new_tokens, _DEC_BOS, _DEC_EOS)  # (B, 1 + L)
+    _check_greedy_structure(got, src.size(0), max_new_tokens, _DEC_BOS, _DEC_EOS, expected)
+    got_rows, want_rows = _rows_until_eos(got.long(), _DEC_EOS), _rows_until_eos(expected, _DEC_EOS)
+    if got_rows != want_rows:
+        torch.manual_seed(1)  # another seed: a deterministic decoder gives the same answer again
+        again = call_answer(
+            fn, model, src.clone(), src_mask.clone(), max_new_tokens, _DEC_BOS, _DEC_EOS, hint=_GREEDY_HINT
+        )
+        if isinstance(again, torch.Tensor) and _rows_until_eos(again.long(), _DEC_EOS) != got_rows:
+            raise known_bug(
+                "two runs with the same input gave different outputs: are you sampling (torch.multinomial, "
+                "Categorical(...).sample()) instead of taking the argmax? Greedy decoding is deterministic"
+            )
+    fed_one_token = bool(spy.calls) and all(tgt.size(1) == 1 for tgt, _ in spy.calls)
+
+    def rows(**knobs) -> list[list[int]]:
+        return _rows_until_eos(_greedy(model, src, src_mask, max_new_tokens, _DEC_BOS, _DEC_EOS, **knobs), _DEC_EOS)
+
+    bugs = [
+        (hint, functools.partial(rows, **knobs)) for hint, knobs, plausible in _greedy_bugs(fed_one_token) if plausible
+    ]
+    differs = functools.partial(_unexplained, src, max_new_tokens, got_rows, want_rows, spy.calls)
+    seen.compare(got_rows, want_rows, bugs, "the rows", same=operator.eq, differs=differs)
+
+
+def _unexplained(
+    src: torch.Tensor, max_new_tokens: int, got_rows: list[list[int]], want_rows: list[list[int]], calls: list
+) -> ExerciseError:
+    """Rows that no decoding bug explains: no causal mask if the decoder never got one, else the first difference.
 
     ``calls`` is what :class:`_DecodeSpy` recorded: the decoder's inputs and whether a tgt_mask came with them.
     """
-    torch.manual_seed(1)  # another seed: a deterministic decoder gives the same answer again
-    again = call_answer(fn, model, src.clone(), src_mask.clone(), max_new_tokens, _DEC_BOS, _DEC_EOS, hint=_GREEDY_HINT)
-    if isinstance(again, torch.Tensor) and _rows_until_eos(again.long(), _DEC_EOS) != got_rows:
-        raise known_bug(
-            "two runs with the same input gave different outputs: are you sampling (torch.multinomial, "
-            "Categorical(...).sample()) instead of taking the argmax? Greedy decoding is deterministic"
-        )
-    fed_one_token = bool(calls) and all(tgt.size(1) == 1 for tgt, _ in calls)
-    for hint, knobs, plausible in _greedy_bugs(fed_one_token):
-        simulated = _greedy(model, src, src_mask, max_new_tokens, _DEC_BOS, _DEC_EOS, **knobs) if plausible else None
-        if simulated is not None and got_rows == _rows_until_eos(simulated, _DEC_EOS):
-            raise known_bug(hint)
     if calls and not any(has_mask for _, has_mask in calls):
-        raise known_bug(_NO_CAUSAL_HINT)
+        return known_bug(_NO_CAUSAL_HINT)
     b = next(i for i, (g, w) in enumerate(zip(got_rows, want_rows)) if g != w)
     t = next(
         (i for i, (g, w) in enumerate(zip(got_rows[b], want_rows[b])) if g != w),
         min(len(got_rows[b]), len(want_rows[b])),
     )
-    raise ExerciseError(
+    return ExerciseError(
         f"row {b} differs from decode.greedy_decode at generated token {t}: expected {want_rows[b]}, got "
         f"{got_rows[b]} (max_new_tokens={max_new_tokens}, bos_id={_DEC_BOS}, eos_id={_DEC_EOS}, source {src[b].tolist()}). "
         "Each step decodes all of ys with a causal mask and appends the argmax of the last position's logits"
@@ -346,20 +373,9 @@ def check_greedy_decode(fn: Callable[..., torch.Tensor]) -> str:
             ends, the ``<bos>`` column missing, off-by-one lengths).
     """
     model = _decoding_model().eval()  # eval again: a learner's code may have switched it to train mode
+    seen = Inputs()  # a bug is named only if it explains both batches
     for src, src_mask, max_new_tokens in _decoding_cases():
-        originals = {"src": src.clone(), "src_mask": src_mask.clone()}
-        inputs = {"src": src.clone(), "src_mask": src_mask.clone()}
-        spy = _DecodeSpy(model)
-        try:
-            got = call_answer(
-                fn, model, inputs["src"], inputs["src_mask"], max_new_tokens, _DEC_BOS, _DEC_EOS, hint=_GREEDY_HINT
-            )
-        finally:
-            spy.close()
-        expect_unchanged(originals, inputs)
-        expected = greedy_decode(model, src, src_mask, max_new_tokens, _DEC_BOS, _DEC_EOS)  # (B, 1 + L)
-        _check_greedy_structure(got, src.size(0), max_new_tokens, _DEC_BOS, _DEC_EOS, expected)
-        got_rows, want_rows = _rows_until_eos(got.long(), _DEC_EOS), _rows_until_eos(expected, _DEC_EOS)
-        if got_rows != want_rows:
-            _diagnose_greedy(fn, model, src, src_mask, max_new_tokens, got_rows, want_rows, spy.calls)
+        with seen.one():
+            _greedy_case(fn, model, src, src_mask, max_new_tokens, seen)
+    seen.verdict()
     return "6 padded sources and a tight max_new_tokens against decode.greedy_decode, <eos> handling, deterministic"

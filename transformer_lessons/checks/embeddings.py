@@ -33,6 +33,7 @@ from transformer_lessons.checks.common import (
     describe_raised,
     shape_of,
 )
+from transformer_lessons.checks.evidence import Inputs
 from transformer_lessons.layers import Embeddings, LearnedPositionalEmbedding
 
 _IN_PLACE = (
@@ -307,28 +308,31 @@ def check_learned_positions(cls: Callable[..., nn.Module]) -> str:
     W = table.detach().clone()
     reference = LearnedPositionalEmbedding(D, 0.0, max_len).eval()
     reference.table.weight.copy_(W)
+    seen = Inputs()  # a bug is named only if it explains every input
     for length in (L, max_len):  # a sequence of exactly max_len positions is allowed
-        x = torch.randn(B, length, D)
-        original = x.clone()
-        out = _forward(m, x, max_len)
-        expect_unchanged({"x": original}, {"x": x})
-        if _rows_only(out, W[:length]):
-            raise known_bug(_NOT_ADDED)
-        out = expect_tensor(
-            out,
-            f"the output for L={length}",
-            x.shape,
-            x.dtype,
-            shape_hint="return x + the position rows: (B, L, D) + (L, D) -> (B, L, D)",
-        )
-        _expect_same_rows_in_every_batch_row(m, x[:1].expand(B, length, D).clone())
-        diagnose(
-            out,
-            reference(x),
-            _position_bugs(x, W),
-            f"the output for L={length}",
-            "expected x plus the table's rows of its positions[[: x + self.table(torch.arange(x.size(1)))]]",
-        )
+        with seen.one():
+            x = torch.randn(B, length, D)
+            original = x.clone()
+            out = _forward(m, x, max_len)
+            expect_unchanged({"x": original}, {"x": x})
+            if _rows_only(out, W[:length]):
+                raise known_bug(_NOT_ADDED)
+            out = expect_tensor(
+                out,
+                f"the output for L={length}",
+                x.shape,
+                x.dtype,
+                shape_hint="return x + the position rows: (B, L, D) + (L, D) -> (B, L, D)",
+            )
+            _expect_same_rows_in_every_batch_row(m, x[:1].expand(B, length, D).clone())
+            seen.compare(
+                out,
+                reference(x),
+                _position_bugs(x, W),
+                f"the output for L={length}",
+                "expected x plus the table's rows of its positions[[: x + self.table(torch.arange(x.size(1)))]]",
+            )
+    seen.verdict()
     _expect_too_long_refused(m, torch.randn(B, max_len + 1, D), max_len)
     _expect_dropout_on_the_sum(
         m, lambda: build_module(cls, (max_len, D, 0.0), "cls(max_len, d_model, dropout)"), W[:L], torch.randn(B, L, D)

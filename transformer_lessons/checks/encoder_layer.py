@@ -17,7 +17,6 @@ from transformer_lessons.checks.common import (
     MASK_NAN_HINT,
     Bug,
     call_in_eval,
-    diagnose,
     exercise,
     expect_dropout,
     expect_dropout_at,
@@ -26,6 +25,7 @@ from transformer_lessons.checks.common import (
     expect_unchanged,
     build_module,
 )
+from transformer_lessons.checks.evidence import Inputs
 from transformer_lessons.checks.slips import Slip, slip_bugs
 from transformer_lessons.checks.sublayers import (
     NORM_HINT,
@@ -193,21 +193,24 @@ def check_encoder_layer(cls: Callable[..., nn.Module]) -> str:
     copy_layer(m, "feed_forward", "a PositionwiseFeedForward(d_model, d_ff, dropout)", ref.feed_forward)
     copy_norms(m, (ref.sublayers[0].norm, ref.sublayers[1].norm), D)
     x = 2 * torch.randn(B, S, D) + 1
+    seen = Inputs()  # a bug is named only if it explains every input
     for mask in (None, pad_mask([S, S - 2], S)):
-        original = x.clone()
-        args = (x,) if mask is None else (x, mask)
-        out = call_in_eval(m, *args)
-        expect_unchanged({"x": original}, {"x": x})
-        out = expect_tensor(
-            out,
-            "the output",
-            x.shape,
-            x.dtype,
-            nan_hint=MASK_NAN_HINT,
-            shape_hint="an encoder layer keeps the shape (B, S, d_model)",
-        )
-        what = "the output" + (" with a padding mask" if mask is not None else "")
-        diagnose(out, ref(x, mask), _encoder_layer_bugs(ref, x, mask, own_parts(m, ref, x)), what)
+        with seen.one():
+            original = x.clone()
+            args = (x,) if mask is None else (x, mask)
+            out = call_in_eval(m, *args)
+            expect_unchanged({"x": original}, {"x": x})
+            out = expect_tensor(
+                out,
+                "the output",
+                x.shape,
+                x.dtype,
+                nan_hint=MASK_NAN_HINT,
+                shape_hint="an encoder layer keeps the shape (B, S, d_model)",
+            )
+            what = "the output" + (" with a padding mask" if mask is not None else "")
+            seen.compare(out, ref(x, mask), _encoder_layer_bugs(ref, x, mask, own_parts(m, ref, x)), what)
+    seen.verdict()
     expect_dropout(
         m,
         lambda: build_module(cls, (D, H, d_ff, 0.0), "cls(d_model, n_heads, d_ff, dropout)"),

@@ -12,6 +12,7 @@ position, on the source and on every token fed back, so each loop bug below chan
 
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 import torch
@@ -26,6 +27,7 @@ from transformer_lessons.checks.common import (
     shape_of,
 )
 from transformer_lessons.checks.decoding import _DEC_BOS, _DEC_FIRST_SYMBOL, _DEC_VOCAB, _decoding_model, _DecodeSpy
+from transformer_lessons.checks.evidence import Inputs
 from transformer_lessons.decode import greedy_decode
 from transformer_lessons.masks import causal_mask
 
@@ -107,6 +109,52 @@ def _structure(got, B: int, n_tokens: int, bos_id: int, expected: torch.Tensor) 
     return got
 
 
+def _loop_case(fn: Callable[..., torch.Tensor], model, src: torch.Tensor, n_tokens: int, seen: Inputs) -> None:
+    """Run the answer on one set of sources; keep what it wrote beside what each loop bug writes from them."""
+    originals, inputs = {"src": src.clone()}, {"src": src.clone()}
+    spy = _DecodeSpy(model)
+    try:
+        got = call_answer(fn, model, inputs["src"], n_tokens, _DEC_BOS, hint=_LOOP_HINT)
+    finally:
+        spy.close()
+    expect_unchanged(originals, inputs)
+    expected = greedy_decode(model, src, None, n_tokens, _DEC_BOS)  # (B, 1 + n_tokens)
+    got = _structure(got, src.size(0), n_tokens, _DEC_BOS, expected)
+    if not torch.equal(got, expected):
+        torch.manual_seed(1)  # another seed: a deterministic loop gives the same answer again
+        again = call_answer(fn, model, src.clone(), n_tokens, _DEC_BOS, hint=_LOOP_HINT)
+        if isinstance(again, torch.Tensor) and not torch.equal(again, got):
+            raise known_bug(
+                "two runs with the same input gave different outputs: are you sampling (torch.multinomial) instead "
+                "of taking the most likely token? Greedy decoding is deterministic"
+            )
+    fed_one_token = bool(spy.calls) and all(tgt.size(1) == 1 for tgt, _ in spy.calls)
+    # A bug that does not fit how this answer fed the decoder is listed as giving nothing (None): it is not this one.
+    bugs = [
+        (hint, functools.partial(_loop, model, src, n_tokens, _DEC_BOS, **knobs) if plausible else lambda: None)
+        for hint, knobs, one_token in _BUGS
+        for plausible in [one_token in (None, fed_one_token)]
+    ]
+    differs = functools.partial(_unexplained, got, expected, src, n_tokens, spy.calls)
+    seen.compare(got, expected, bugs, "the result", same=_same_tokens, differs=differs)
+
+
+def _same_tokens(got: torch.Tensor, tokens: torch.Tensor | None) -> bool:
+    return tokens is not None and torch.equal(got, tokens)
+
+
+def _unexplained(got: torch.Tensor, expected: torch.Tensor, src: torch.Tensor, n_tokens: int, calls) -> ExerciseError:
+    """A wrong result that no loop bug explains: no causal mask if the decoder never got one, else the first difference."""
+    if calls and not any(has_mask for _, has_mask in calls):
+        return known_bug(_NO_CAUSAL)
+    b = next(i for i in range(got.size(0)) if not torch.equal(got[i], expected[i]))
+    t = int((got[b] != expected[b]).nonzero()[0])
+    return ExerciseError(
+        f"row {b} differs from decode.greedy_decode at column {t}: expected {expected[b].tolist()}, got "
+        f"{got[b].tolist()} (n_tokens={n_tokens}, bos_id={_DEC_BOS}, source {src[b].tolist()}). {_LOOP_HINT}"
+    )
+
+
 @exercise(
     "greedy_loop",
     "start every row with bos_id; n_tokens times, let the model score the next token from everything written so "
@@ -142,37 +190,9 @@ def check_greedy_loop(fn: Callable[..., torch.Tensor]) -> str:
             column missing, a step too few or too many, sampling instead of argmax).
     """
     model = _decoding_model().eval()  # eval again: a learner's code may have switched it to train mode
+    seen = Inputs()  # a bug is named only if it explains both sets of sources
     for src, n_tokens in _cases():
-        originals, inputs = {"src": src.clone()}, {"src": src.clone()}
-        spy = _DecodeSpy(model)
-        try:
-            got = call_answer(fn, model, inputs["src"], n_tokens, _DEC_BOS, hint=_LOOP_HINT)
-        finally:
-            spy.close()
-        expect_unchanged(originals, inputs)
-        expected = greedy_decode(model, src, None, n_tokens, _DEC_BOS)  # (B, 1 + n_tokens)
-        got = _structure(got, src.size(0), n_tokens, _DEC_BOS, expected)
-        if torch.equal(got, expected):
-            continue
-        torch.manual_seed(1)  # another seed: a deterministic loop gives the same answer again
-        again = call_answer(fn, model, src.clone(), n_tokens, _DEC_BOS, hint=_LOOP_HINT)
-        if isinstance(again, torch.Tensor) and not torch.equal(again, got):
-            raise known_bug(
-                "two runs with the same input gave different outputs: are you sampling (torch.multinomial) instead of "
-                "taking the most likely token? Greedy decoding is deterministic"
-            )
-        fed_one_token = bool(spy.calls) and all(tgt.size(1) == 1 for tgt, _ in spy.calls)
-        for hint, knobs, one_token in _BUGS:
-            if one_token not in (None, fed_one_token):
-                continue
-            if torch.equal(got, _loop(model, src, n_tokens, _DEC_BOS, **knobs)):
-                raise known_bug(hint)
-        if spy.calls and not any(has_mask for _, has_mask in spy.calls):
-            raise known_bug(_NO_CAUSAL)
-        b = next(i for i in range(got.size(0)) if not torch.equal(got[i], expected[i]))
-        t = int((got[b] != expected[b]).nonzero()[0])
-        raise ExerciseError(
-            f"row {b} differs from decode.greedy_decode at column {t}: expected {expected[b].tolist()}, got "
-            f"{got[b].tolist()} (n_tokens={n_tokens}, bos_id={_DEC_BOS}, source {src[b].tolist()}). {_LOOP_HINT}"
-        )
+        with seen.one():
+            _loop_case(fn, model, src, n_tokens, seen)
+    seen.verdict()
     return "7 sources against decode.greedy_decode, n_tokens shorter and longer than the source, deterministic"

@@ -22,13 +22,13 @@ from transformer_lessons.checks.common import (
     ExerciseError,
     call_answer,
     all_close,
-    diagnose,
     exercise,
     expect_tensor,
     expect_unchanged,
     known_bug,
     shape_of,
 )
+from transformer_lessons.checks.evidence import Inputs
 from transformer_lessons.config import ModelConfig
 from transformer_lessons.kv_cache import KVCache
 from transformer_lessons.masks import causal_mask
@@ -208,38 +208,41 @@ def check_append_kv(fn: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> str
             values swapped, inputs changed in place).
     """
     g = torch.Generator().manual_seed(0)
+    seen = Inputs()  # a bug is named only if it explains every input
     for description, (B, H, t, T, Dh) in _append_cases():
-        ck, cv = torch.randn(B, H, t, Dh, generator=g), torch.randn(B, H, t, Dh, generator=g)
-        nk, nv = torch.randn(B, H, T, Dh, generator=g), torch.randn(B, H, T, Dh, generator=g)
-        originals = {"cache_k": ck, "cache_v": cv, "new_k": nk, "new_v": nv}
-        inputs = {name: x.clone() for name, x in originals.items()}
-        got = _pair(
-            call_answer(
-                fn,
-                *inputs.values(),
-                hint="cache_k, cache_v (B, H, t, Dh); new_k, new_v (B, H, T, Dh): they "
-                "differ only in dim 2, the time axis, so join them there",
-            ),
-            "grown",
-        )
-        expect_unchanged(originals, inputs)
-        for value, which, cache, new in ((got[0], "keys", ck, nk), (got[1], "values", cv, nv)):
-            if isinstance(value, torch.Tensor) and (bug := _append_shape_bug(value, which, cache, new)):
-                raise bug
-            expect_tensor(
-                value,
-                f"the grown {which} ({description})",
-                shape=(B, H, t + T, Dh),
-                dtype=ck.dtype,
-                shape_hint="They should hold the t cached positions and the T new ones: (B, H, t + T, Dh)",
+        with seen.one():
+            ck, cv = torch.randn(B, H, t, Dh, generator=g), torch.randn(B, H, t, Dh, generator=g)
+            nk, nv = torch.randn(B, H, T, Dh, generator=g), torch.randn(B, H, T, Dh, generator=g)
+            originals = {"cache_k": ck, "cache_v": cv, "new_k": nk, "new_v": nv}
+            inputs = {name: x.clone() for name, x in originals.items()}
+            got = _pair(
+                call_answer(
+                    fn,
+                    *inputs.values(),
+                    hint="cache_k, cache_v (B, H, t, Dh); new_k, new_v (B, H, T, Dh): they "
+                    "differ only in dim 2, the time axis, so join them there",
+                ),
+                "grown",
             )
-        diagnose(
-            tuple(got),
-            (_appended(ck, nk), _appended(cv, nv)),
-            _append_bugs(ck, cv, nk, nv),
-            f"(k, v) for {description}",
-            f"Expected the cached positions first, then the new ones{_FIX_APPEND}",
-        )
+            expect_unchanged(originals, inputs)
+            for value, which, cache, new in ((got[0], "keys", ck, nk), (got[1], "values", cv, nv)):
+                if isinstance(value, torch.Tensor) and (bug := _append_shape_bug(value, which, cache, new)):
+                    raise bug
+                expect_tensor(
+                    value,
+                    f"the grown {which} ({description})",
+                    shape=(B, H, t + T, Dh),
+                    dtype=ck.dtype,
+                    shape_hint="They should hold the t cached positions and the T new ones: (B, H, t + T, Dh)",
+                )
+            seen.compare(
+                tuple(got),
+                (_appended(ck, nk), _appended(cv, nv)),
+                _append_bugs(ck, cv, nk, nv),
+                f"(k, v) for {description}",
+                f"Expected the cached positions first, then the new ones{_FIX_APPEND}",
+            )
+    seen.verdict()
     _decode_with(fn)
     return "four caches (empty, one, five positions; two new at once) and 8 steps of a real decoder against recomputing"
 
@@ -343,39 +346,42 @@ def check_reorder_kv(fn: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> st
             in place).
     """
     g = torch.Generator().manual_seed(1)
+    seen = Inputs()  # a bug is named only if it explains every input
     for description, (N, H, t, Dh), rows in _reorder_cases():
-        ck, cv, parent = (
-            torch.randn(N, H, t, Dh, generator=g),
-            torch.randn(N, H, t, Dh, generator=g),
-            torch.tensor(rows),
-        )
-        originals = {"cache_k": ck, "cache_v": cv, "parent": parent}
-        inputs = {name: x.clone() for name, x in originals.items()}
-        got = _pair(
-            call_answer(
-                fn,
-                *inputs.values(),
-                hint="cache_k, cache_v (N, H, t, Dh), parent (N',): keep rows parent"
-                "[[: cache_k.index_select(0, parent)]]",
-            ),
-            "reordered",
-        )
-        expect_unchanged(originals, inputs)
-        for value, which, cache in ((got[0], "keys", ck), (got[1], "values", cv)):
-            if isinstance(value, torch.Tensor) and (bug := _reorder_shape_bug(value, which, cache, parent)):
-                raise bug
-            expect_tensor(
-                value,
-                f"the reordered {which} ({description})",
-                shape=(len(rows), H, t, Dh),
-                dtype=ck.dtype,
-                shape_hint="One row per survivor: (N', H, t, Dh) with N' = len(parent)",
+        with seen.one():
+            ck, cv, parent = (
+                torch.randn(N, H, t, Dh, generator=g),
+                torch.randn(N, H, t, Dh, generator=g),
+                torch.tensor(rows),
             )
-        diagnose(
-            tuple(got),
-            (_reordered(ck, parent), _reordered(cv, parent)),
-            _reorder_bugs(ck, cv, parent),
-            f"(k, v) when {description}",
-            "Expected rows parent of both caches[[: cache_k.index_select(0, parent), cache_v.index_select(0, parent)]]",
-        )
+            originals = {"cache_k": ck, "cache_v": cv, "parent": parent}
+            inputs = {name: x.clone() for name, x in originals.items()}
+            got = _pair(
+                call_answer(
+                    fn,
+                    *inputs.values(),
+                    hint="cache_k, cache_v (N, H, t, Dh), parent (N',): keep rows parent"
+                    "[[: cache_k.index_select(0, parent)]]",
+                ),
+                "reordered",
+            )
+            expect_unchanged(originals, inputs)
+            for value, which, cache in ((got[0], "keys", ck), (got[1], "values", cv)):
+                if isinstance(value, torch.Tensor) and (bug := _reorder_shape_bug(value, which, cache, parent)):
+                    raise bug
+                expect_tensor(
+                    value,
+                    f"the reordered {which} ({description})",
+                    shape=(len(rows), H, t, Dh),
+                    dtype=ck.dtype,
+                    shape_hint="One row per survivor: (N', H, t, Dh) with N' = len(parent)",
+                )
+            seen.compare(
+                tuple(got),
+                (_reordered(ck, parent), _reordered(cv, parent)),
+                _reorder_bugs(ck, cv, parent),
+                f"(k, v) when {description}",
+                "Expected rows parent of both caches[[: cache_k.index_select(0, parent), cache_v.index_select(0, parent)]]",
+            )
+    seen.verdict()
     return "swapped beams, a beam kept twice, and finished beams leaving, against a row-by-row copy"

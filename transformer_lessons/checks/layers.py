@@ -33,6 +33,7 @@ from transformer_lessons.checks.common import (
     build_module,
     shape_of,
 )
+from transformer_lessons.checks.evidence import Inputs
 from transformer_lessons.checks.slips import Slip, own_default, own_number, slip_bugs
 
 
@@ -245,25 +246,28 @@ def check_layer_norm(cls: Callable[..., nn.Module]) -> str:
     # Rows at very different scales: tiny-variance rows make eps's place visible.
     scale = torch.tensor([[3.0, 1e-3, 1.0], [0.5, 2.0, 1e-3]])[..., None]  # (2, 3, 1)
     x = scale * (torch.randn(2, 3, D) + 1.5)  # (2, 3, D), non-zero means
+    seen = Inputs()  # a bug is named only if it explains every input
     for eps in (1e-5, 1e-2):
-        layer = m if eps == 1e-5 else _make_layer_norm(cls, D, eps, weight, bias)
-        original = x.clone()
-        out = expect_tensor(_own_formula(layer, x), "the output", x.shape, x.dtype, nan_hint=_LAYER_NORM_NAN)
-        expect_unchanged({"x": original}, {"x": x})
-        reference = nn.LayerNorm(D, eps=eps)
-        reference.weight.copy_(weight)
-        reference.bias.copy_(bias)
-        # The learner's own epsilon: what their module holds, else their constructor's default.
-        own_eps = own_number(layer, _EPS_NAMES)
-        if own_eps is None and eps == 1e-5:
-            own_eps = own_default(cls, "eps")
-        diagnose(
-            out,
-            reference(x),
-            _layer_norm_bugs(x, weight, bias, eps, own_eps, default=eps == 1e-5),
-            f"the output (eps={eps})",
-            "compare with nn.LayerNorm(d_model)",
-        )
+        with seen.one():
+            layer = m if eps == 1e-5 else _make_layer_norm(cls, D, eps, weight, bias)
+            original = x.clone()
+            out = expect_tensor(_own_formula(layer, x), "the output", x.shape, x.dtype, nan_hint=_LAYER_NORM_NAN)
+            expect_unchanged({"x": original}, {"x": x})
+            reference = nn.LayerNorm(D, eps=eps)
+            reference.weight.copy_(weight)
+            reference.bias.copy_(bias)
+            # The learner's own epsilon: what their module holds, else their constructor's default.
+            own_eps = own_number(layer, _EPS_NAMES)
+            if own_eps is None and eps == 1e-5:
+                own_eps = own_default(cls, "eps")
+            seen.compare(
+                out,
+                reference(x),
+                _layer_norm_bugs(x, weight, bias, eps, own_eps, default=eps == 1e-5),
+                f"the output (eps={eps})",
+                "compare with nn.LayerNorm(d_model)",
+            )
+    seen.verdict()
     return (
         "parameters, your own formula (not PyTorch's layer norm), values against nn.LayerNorm with non-trivial weight "
         "and bias, eps, inputs unchanged"

@@ -8,6 +8,7 @@ with its default knobs it equals ``LabelSmoothingLoss`` (tests/test_check_loss.p
 
 from __future__ import annotations
 
+import functools
 import numbers
 from typing import Callable
 
@@ -16,14 +17,16 @@ import torch.nn.functional as F
 
 from transformer_lessons.checks.common import (
     Bug,
+    ExerciseError,
     call_answer,
     all_close,
-    diagnose,
+    differs,
     exercise,
     expect_tensor,
     expect_unchanged,
     known_bug,
 )
+from transformer_lessons.checks.evidence import Inputs
 from transformer_lessons.checks.slips import Slip, slip_bugs
 from transformer_lessons.loss import LabelSmoothingLoss
 
@@ -173,6 +176,14 @@ def _ls_properties(fn: Callable, logits: torch.Tensor, target: torch.Tensor, eps
         )
 
 
+def _ls_unexplained(
+    fn: Callable, logits: torch.Tensor, target: torch.Tensor, eps: float, got: torch.Tensor, expected: torch.Tensor
+) -> ExerciseError:
+    """A wrong loss that no known bug explains: named by what it depends on (raised there), else how far off it is."""
+    _ls_properties(fn, logits, target, eps, got)
+    return differs(got, expected, "the loss", "loss = -Σ_v q_v log p_v per position, averaged over non-pad targets")
+
+
 def _ls_extreme(fn: Callable) -> None:
     """A confident model: logits 200 apart, whose softmax underflows to 0. The loss must stay finite and exact."""
     logits = torch.zeros(4, _LS_V)
@@ -227,17 +238,19 @@ def check_label_smoothing_loss(fn: Callable[..., torch.Tensor]) -> str:
             mean, the KL divergence, log of softmax giving inf, no gradient), or two
             of them at once (the KL divergence summed over positions).
     """
+    seen = Inputs()  # a bug is named only if it explains both batches
     for logits, target, eps in _ls_cases():
-        got = _ls_call(fn, logits, target, eps)
-        expected = LabelSmoothingLoss(_LS_V, _LS_PAD, eps)(logits, target)
-        if not all_close(got, expected):
-            for hint, simulate in _ls_bugs(logits, target, eps):
-                if all_close(got, simulate()):
-                    raise known_bug(hint)
-            _ls_properties(fn, logits, target, eps, got)
-            diagnose(
-                got, expected, [], "the loss", "loss = -Σ_v q_v log p_v per position, averaged over non-pad targets"
+        with seen.one():
+            got = _ls_call(fn, logits, target, eps)
+            expected = LabelSmoothingLoss(_LS_V, _LS_PAD, eps)(logits, target)
+            seen.compare(
+                got,
+                expected,
+                _ls_bugs(logits, target, eps),
+                "the loss",
+                differs=functools.partial(_ls_unexplained, fn, logits, target, eps, got, expected),
             )
+    seen.verdict()
     _ls_extreme(fn)
     logits, target, eps = _ls_cases()[0]
     with torch.enable_grad():

@@ -25,6 +25,7 @@ from transformer_lessons.checks.common import (
     known_bug,
     shape_of,
 )
+from transformer_lessons.checks.evidence import Inputs
 from transformer_lessons.checks.slips import two_things
 
 
@@ -47,56 +48,59 @@ def check_causal_mask(fn: Callable[[int], torch.Tensor]) -> str:
         ExerciseError: naming the likely bug (diagonal excluded, upper triangle,
             inverted, float instead of bool, a leading axis of 1, ...).
     """
+    seen = Inputs()  # a bug is named only if it explains every input
     for size in (5, 1, 8):
-        mask = expect_tensor(call_answer(fn, size), f"causal_mask({size})", finite=False)
-        if shape_of(mask) == (1, size, size):
-            raise known_bug(
-                f"shape (1, {size}, {size}): a leading axis of 1 that nobody asked for. Return the ({size}, {size}) "
-                "table itself: where the mask meets the scores (B, H, T, T), broadcasting supplies the batch and "
-                "head axes, and other masks combine with a 2-D causal mask the same way"
-            )
-        if shape_of(mask) != (size, size):
-            raise ExerciseError(f"causal_mask({size}) should have shape ({size}, {size}), got {shape_of(mask)}")
-        ones = torch.ones(size, size, dtype=torch.bool)
-        expected = torch.tril(ones)
-        if mask.dtype != torch.bool:
-            if mask.is_floating_point() and torch.isinf(mask).any():
-                raise ExerciseError(
-                    "that is an additive float mask (0 / -inf, as nn.Transformer.generate_square_subsequent_mask "
-                    "builds): this course uses bool masks with True = may attend; build the triangle on a bool tensor"
+        with seen.one():
+            mask = expect_tensor(call_answer(fn, size), f"causal_mask({size})", finite=False)
+            if shape_of(mask) == (1, size, size):
+                raise known_bug(
+                    f"shape (1, {size}, {size}): a leading axis of 1 that nobody asked for. Return the ({size}, {size}) "
+                    "table itself: where the mask meets the scores (B, H, T, T), broadcasting supplies the batch and "
+                    "head axes, and other masks combine with a 2-D causal mask the same way"
                 )
-            if torch.equal(mask == 0, ~expected) or torch.equal(mask == 0, expected):
-                raise ExerciseError(
-                    f"the pattern is there but the dtype is {mask.dtype}: masks in this course are bool "
-                    "(torch.bool) with True = may attend[[: e.g. torch.ones(size, size, dtype=torch.bool).tril()]]"
-                )
-            raise ExerciseError(f"the mask should be a bool tensor (torch.bool), got {mask.dtype}")
-        bugs = [
-            (
-                "the mask is inverted: True must mean 'may attend' (on and below the diagonal). True = blocked is "
-                "nn.Transformer's convention, not ours",
-                lambda: ~torch.tril(ones),
-            ),
-            (
-                "off by one: the diagonal is excluded, but a token may attend to itself[[: tril() (diagonal=0), "
-                "not tril(-1)]]",
-                lambda: torch.tril(ones, -1),
-            ),
-            (
-                "off by one: position t may also see t + 1, one step into the future[[: tril() (diagonal=0), not tril(1)]]",
-                lambda: torch.tril(ones, 1),
-            ),
-            (
-                "that is the upper triangle (triu): position t may see the PAST, 0..t, so True goes on and below the "
-                "diagonal, the lower triangle[[: tril()]]",
-                lambda: torch.triu(ones),
-            ),
-            (
-                "every position may attend everywhere: keep only the lower triangle, diagonal included[[: .tril()]]",
-                lambda: ones,
-            ),
-        ]
-        diagnose(mask, expected, bugs, f"causal_mask({size})")
+            if shape_of(mask) != (size, size):
+                raise ExerciseError(f"causal_mask({size}) should have shape ({size}, {size}), got {shape_of(mask)}")
+            ones = torch.ones(size, size, dtype=torch.bool)
+            expected = torch.tril(ones)
+            if mask.dtype != torch.bool:
+                if mask.is_floating_point() and torch.isinf(mask).any():
+                    raise ExerciseError(
+                        "that is an additive float mask (0 / -inf, as nn.Transformer.generate_square_subsequent_mask "
+                        "builds): this course uses bool masks with True = may attend; build the triangle on a bool tensor"
+                    )
+                if torch.equal(mask == 0, ~expected) or torch.equal(mask == 0, expected):
+                    raise ExerciseError(
+                        f"the pattern is there but the dtype is {mask.dtype}: masks in this course are bool "
+                        "(torch.bool) with True = may attend[[: e.g. torch.ones(size, size, dtype=torch.bool).tril()]]"
+                    )
+                raise ExerciseError(f"the mask should be a bool tensor (torch.bool), got {mask.dtype}")
+            bugs = [
+                (
+                    "the mask is inverted: True must mean 'may attend' (on and below the diagonal). True = blocked is "
+                    "nn.Transformer's convention, not ours",
+                    lambda: ~torch.tril(ones),
+                ),
+                (
+                    "off by one: the diagonal is excluded, but a token may attend to itself[[: tril() (diagonal=0), "
+                    "not tril(-1)]]",
+                    lambda: torch.tril(ones, -1),
+                ),
+                (
+                    "off by one: position t may also see t + 1, one step into the future[[: tril() (diagonal=0), not tril(1)]]",
+                    lambda: torch.tril(ones, 1),
+                ),
+                (
+                    "that is the upper triangle (triu): position t may see the PAST, 0..t, so True goes on and below the "
+                    "diagonal, the lower triangle[[: tril()]]",
+                    lambda: torch.triu(ones),
+                ),
+                (
+                    "every position may attend everywhere: keep only the lower triangle, diagonal included[[: .tril()]]",
+                    lambda: ones,
+                ),
+            ]
+            seen.compare(mask, expected, bugs, f"causal_mask({size})")
+    seen.verdict()
     return "shape, bool dtype, lower triangle with the diagonal, sizes 1, 5, 8"
 
 

@@ -16,8 +16,9 @@ reduction over the wrong axis shows).
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -28,7 +29,9 @@ from transformer_lessons.checks.common import (
     exercise,
     expect_tensor,
     expect_unchanged,
+    known_bug,
 )
+from transformer_lessons.checks.evidence import Inputs
 from transformer_lessons.checks.slips import Slip, slip_bugs
 
 
@@ -157,6 +160,45 @@ def _inputs() -> tuple[torch.Tensor, torch.Tensor]:
     return x, weight
 
 
+_CALLED_PYTORCHS = (
+    "your function calls PyTorch's own RMSNorm (F.rms_norm, torch.rms_norm or nn.RMSNorm): it is what the check "
+    "compares you with, so it proves nothing. Write it from the formula: the mean of the squares over the last "
+    "axis, eps added, the square root, then divide and scale"
+)
+
+
+@contextlib.contextmanager
+def _watch_pytorchs_rms_norm() -> Iterator[list[str]]:
+    """While the learner's function runs, record every call of PyTorch's RMSNorm (its module calls the function)."""
+    called: list[str] = []
+    places = ((F, "F.rms_norm"), (torch, "torch.rms_norm"))
+    saved = [owner.rms_norm for owner, _ in places]
+
+    def watched(original: Callable[..., torch.Tensor], name: str) -> Callable[..., torch.Tensor]:
+        def call(*args, **kwargs):
+            called.append(name)
+            return original(*args, **kwargs)
+
+        return call
+
+    for (owner, name), original in zip(places, saved):
+        owner.rms_norm = watched(original, name)
+    try:
+        yield called
+    finally:
+        for (owner, _), original in zip(places, saved):
+            owner.rms_norm = original
+
+
+def _call_rms(fn: Callable[..., torch.Tensor], *args: torch.Tensor) -> torch.Tensor:
+    """The learner's answer, refused if it got there by calling PyTorch's RMSNorm."""
+    with _watch_pytorchs_rms_norm() as called:
+        got = call_answer(fn, *args, hint=_BROADCAST)
+    if called:
+        raise known_bug(_CALLED_PYTORCHS)
+    return got
+
+
 @exercise("rms_norm", "divide each vector by its root mean square (eps inside the root), times the gain")
 def check_rms_norm(fn: Callable[..., torch.Tensor]) -> str:
     """Check an RMSNorm function (Zhang & Sennrich 2019, Eq. 4): ``fn(x, weight, eps=1e-5)``.
@@ -178,19 +220,24 @@ def check_rms_norm(fn: Callable[..., torch.Tensor]) -> str:
     """
     x, weight = _inputs()
     D = x.size(-1)
+    seen = Inputs()  # a bug is named only if it explains every input
     for eps, default in ((1e-5, True), (1e-2, False)):
-        originals = {"x": x.clone(), "weight": weight.clone()}
-        got = call_answer(fn if default else functools.partial(fn, eps=eps), x, weight, hint=_BROADCAST)
-        what = "the output" + ("" if default else f" (eps={eps})")
-        got = expect_tensor(got, what, x.shape, x.dtype)
-        expect_unchanged(originals, {"x": x, "weight": weight})
+        with seen.one():
+            originals = {"x": x.clone(), "weight": weight.clone()}
+            got = _call_rms(fn if default else functools.partial(fn, eps=eps), x, weight)
+            what = "the output" + ("" if default else f" (eps={eps})")
+            got = expect_tensor(got, what, x.shape, x.dtype)
+            expect_unchanged(originals, {"x": x, "weight": weight})
 
-        def simulate(**knobs):
-            return _rms(x, weight, **({"eps": eps} | knobs))
+            def simulate(**knobs):
+                return _rms(x, weight, **({"eps": eps} | knobs))
 
-        bugs = slip_bugs(simulate, _RMS_SLIPS, _eps_slips(eps, default))
-        diagnose(got, F.rms_norm(x, (D,), weight, eps), bugs, what, "compare with F.rms_norm(x, (D,), weight, eps)")
+            bugs = slip_bugs(simulate, _RMS_SLIPS, _eps_slips(eps, default))
+            seen.compare(
+                got, F.rms_norm(x, (D,), weight, eps), bugs, what, "compare with F.rms_norm(x, (D,), weight, eps)"
+            )
+    seen.verdict()
     rows = torch.randn(5, D) * 4  # (5, D): two axes, not three
-    got = expect_tensor(call_answer(fn, rows, weight), "the output for a (5, D) input", rows.shape, rows.dtype)
+    got = expect_tensor(_call_rms(fn, rows, weight), "the output for a (5, D) input", rows.shape, rows.dtype)
     diagnose(got, F.rms_norm(rows, (D,), weight, 1e-5), [], "the output for a (5, D) input")
     return "values against F.rms_norm with a trained gain, eps given and by default, (2, 3, D) and (5, D) inputs"

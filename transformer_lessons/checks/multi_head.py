@@ -22,7 +22,6 @@ from transformer_lessons.checks.common import (
     NEG,
     Bug,
     call_in_eval,
-    diagnose,
     exercise,
     expect_dropout,
     expect_tensor,
@@ -30,6 +29,7 @@ from transformer_lessons.checks.common import (
     expect_linear,
     build_module,
 )
+from transformer_lessons.checks.evidence import Inputs
 from transformer_lessons.checks.slips import Slip, slip_bugs
 
 
@@ -199,27 +199,30 @@ def check_multi_head_attention(cls: Callable[..., nn.Module]) -> str:
         ),
         ("self-attention with a causal mask (T, T)", (x, x, x, causal)),
     ]
+    seen = Inputs()  # a bug is named only if it explains every input
     for case, (q, k, v, mask) in cases:
-        inputs = {"query": q, "key": k, "value": v}
-        originals = {name: t.clone() for name, t in inputs.items()}
-        args = (q, k, v) if mask is None else (q, k, v, mask)
-        out = call_in_eval(m, *args)
-        expect_unchanged(originals, inputs)
-        out = expect_tensor(
-            out,
-            "the output",
-            (B, T, D),
-            q.dtype,
-            nan_hint=MASK_NAN_HINT,
-            shape_hint="one d_model vector per query: (B, T, d_model)",
-        )
-        diagnose(
-            out,
-            _torch_mha(m, H, q, k, v, mask),
-            _mha_bugs(m, H, q, k, v, mask),
-            f"the output ({case})",
-            "compare with nn.MultiheadAttention holding your weights",
-        )
+        with seen.one():
+            inputs = {"query": q, "key": k, "value": v}
+            originals = {name: t.clone() for name, t in inputs.items()}
+            args = (q, k, v) if mask is None else (q, k, v, mask)
+            out = call_in_eval(m, *args)
+            expect_unchanged(originals, inputs)
+            out = expect_tensor(
+                out,
+                "the output",
+                (B, T, D),
+                q.dtype,
+                nan_hint=MASK_NAN_HINT,
+                shape_hint="one d_model vector per query: (B, T, d_model)",
+            )
+            seen.compare(
+                out,
+                _torch_mha(m, H, q, k, v, mask),
+                _mha_bugs(m, H, q, k, v, mask),
+                f"the output ({case})",
+                "compare with nn.MultiheadAttention holding your weights",
+            )
+    seen.verdict()
     expect_dropout(
         m,
         lambda: build_module(cls, (D, H, 0.0), "cls(d_model, n_heads, dropout)"),

@@ -13,7 +13,8 @@ from typing import Callable
 
 import torch
 
-from transformer_lessons.checks.common import ExerciseError, call_answer, diagnose, exercise, expect_tensor, shape_of
+from transformer_lessons.checks.common import ExerciseError, call_answer, exercise, expect_tensor, shape_of
+from transformer_lessons.checks.evidence import Inputs
 from transformer_lessons.checks.slips import Slip, slip_bugs
 
 
@@ -105,27 +106,30 @@ def check_positional_encoding(fn: Callable[[int, int], torch.Tensor]) -> str:
             exponent i/d or 4i/d, halves instead of interleaved, positions from 1,
             the exp of the log-space form forgotten), or two of them at once.
     """
+    seen = Inputs()  # a bug is named only if it explains every input
     for max_len, d_model in ((50, 16), (7, 4)):
-        pe = expect_tensor(call_answer(fn, max_len, d_model), f"the table for max_len={max_len}, d_model={d_model}")
-        if shape_of(pe) == (1, max_len, d_model):
-            raise ExerciseError(
-                f"shape {shape_of(pe)}: return the 2-D table (max_len, d_model) = {(max_len, d_model)}; "
-                "the module adds the batch axis when it adds the table to the embeddings"
+        with seen.one():
+            pe = expect_tensor(call_answer(fn, max_len, d_model), f"the table for max_len={max_len}, d_model={d_model}")
+            if shape_of(pe) == (1, max_len, d_model):
+                raise ExerciseError(
+                    f"shape {shape_of(pe)}: return the 2-D table (max_len, d_model) = {(max_len, d_model)}; "
+                    "the module adds the batch axis when it adds the table to the embeddings"
+                )
+            if shape_of(pe) != (max_len, d_model):
+                raise ExerciseError(
+                    f"the table should have shape (max_len, d_model) = {(max_len, d_model)}, got {shape_of(pe)}"
+                )
+            if pe.dtype != torch.float32:
+                raise ExerciseError(
+                    f"the table should be float32 (torch's default float), got {pe.dtype}: it is added to float32 "
+                    "embeddings; build it from float32 positions[[: torch.arange(..., dtype=torch.float32)]]"
+                )
+            bugs = slip_bugs(functools.partial(_sinusoid, max_len, d_model), _SLIPS) + [
+                (_OWN_FREQUENCY, functools.partial(_sinusoid_per_column, max_len, d_model)),
+                (_OWN_FREQUENCY, functools.partial(_sinusoid_per_column, max_len, d_model, two=True)),
+            ]
+            seen.compare(
+                pe, _sinusoid(max_len, d_model), bugs, f"the table for max_len={max_len}, d_model={d_model}", atol=1e-4
             )
-        if shape_of(pe) != (max_len, d_model):
-            raise ExerciseError(
-                f"the table should have shape (max_len, d_model) = {(max_len, d_model)}, got {shape_of(pe)}"
-            )
-        if pe.dtype != torch.float32:
-            raise ExerciseError(
-                f"the table should be float32 (torch's default float), got {pe.dtype}: it is added to float32 "
-                "embeddings; build it from float32 positions[[: torch.arange(..., dtype=torch.float32)]]"
-            )
-        bugs = slip_bugs(functools.partial(_sinusoid, max_len, d_model), _SLIPS) + [
-            (_OWN_FREQUENCY, functools.partial(_sinusoid_per_column, max_len, d_model)),
-            (_OWN_FREQUENCY, functools.partial(_sinusoid_per_column, max_len, d_model, two=True)),
-        ]
-        diagnose(
-            pe, _sinusoid(max_len, d_model), bugs, f"the table for max_len={max_len}, d_model={d_model}", atol=1e-4
-        )
+    seen.verdict()
     return "shape, dtype, values for two sizes against the formula of §3.5"

@@ -28,9 +28,25 @@ class Slip(NamedTuple):
     knobs: dict[str, Any]
 
 
+class TwoThings(str):
+    """The message for an answer that two known mistakes explain together, only together.
+
+    A str, that keeps the two hints it names (``parts``): on an input where one of the two cannot
+    show (the default epsilon, when the check passes eps), the other alone must explain the answer
+    (:mod:`.evidence`).
+    """
+
+    parts: tuple[str, str]
+
+    def __new__(cls, first: str, second: str) -> TwoThings:
+        message = super().__new__(cls, f"two things differ, fix both:\n  1. {first}\n  2. {second}")
+        message.parts = (first, second)
+        return message
+
+
 def two_things(first: str, second: str) -> str:
-    """The message for an answer that two known mistakes explain together, only together."""
-    return f"two things differ, fix both:\n  1. {first}\n  2. {second}"
+    """The message for an answer that two known mistakes explain together, only together (:class:`TwoThings`)."""
+    return TwoThings(first, second)
 
 
 def slip_bugs(

@@ -8,11 +8,15 @@ learners make (lowercasing, ``>`` for ``>=``, alphabetical order, ...).
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import functools
+import operator
 from collections import Counter
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, NoReturn
 
 from transformer_lessons.checks.common import NO_RETURN, ExerciseError, call_answer, exercise, known_bug
+from transformer_lessons.checks.evidence import Inputs
 from transformer_lessons.checks.slips import Slip, slip_bugs
 from transformer_lessons.data import Vocab
 from transformer_lessons.specials import BOS_ID, EOS_ID, PAD_ID, SPECIALS
@@ -163,6 +167,74 @@ def _check_specials(itos: list[str]) -> None:
     raise known_bug(f"the special tokens must come FIRST, in the order {order} ({ids}), before every word")
 
 
+def _vocab_case(fn: Callable, token_lists: list[list[str]], min_freq: int, seen: Inputs) -> None:
+    """Run the answer with one min_freq; keep its list beside what each known mistake gives."""
+    inputs = copy.deepcopy(token_lists)
+    got = _expect_token_list(
+        call_answer(fn, inputs, min_freq, hint="the function should accept (token_lists, min_freq)")
+    )
+    if inputs != token_lists:
+        raise ExerciseError(
+            "your code changed its input token_lists (a sentence list was modified in place): count without "
+            "changing the caller's lists"
+        )
+    expected = Vocab.build(token_lists, min_freq=min_freq).itos
+    if got != expected:
+        with _shown(got, expected, min_freq):
+            _check_specials(got)
+            repeated = sorted({t for t in got if got.count(t) > 1})
+            if repeated:
+                raise known_bug(
+                    f"the list has duplicates ({', '.join(repeated[:5])}): each token appears once. Count first "
+                    "(collections.Counter), then list each kept token once"
+                )
+    differs = functools.partial(_unexplained, got, expected, token_lists, min_freq)
+    seen.compare(got, expected, _vocab_bugs(token_lists, min_freq), "the list", same=operator.eq, differs=differs)
+
+
+@contextlib.contextmanager
+def _shown(got: list[str], expected: list[str], min_freq: int) -> Iterator[None]:
+    """An error raised inside ends with both lists, and the captions and min_freq they come from."""
+    try:
+        yield
+    except ExerciseError as error:
+        error.args = (
+            f"{error.args[0]}\n  with min_freq={min_freq}, on the captions {_VOCAB_SENTENCES}:\n"
+            f"  expected {_short_list(expected)}\n  got      {_short_list(got)}",
+        )
+        raise
+
+
+def _unexplained(got: list[str], expected: list[str], token_lists: list[list[str]], min_freq: int) -> NoReturn:
+    """Raise for a wrong list that no known mistake explains: which tokens are extra or missing, else the order."""
+    words, want = got[len(SPECIALS) :], expected[len(SPECIALS) :]
+    counts = {t: sum(s.count(t) for s in token_lists) for t in {*words, *want}}
+    extra = [t for t in words if t not in want]
+    lost = [t for t in want if t not in words]
+    with _shown(got, expected, min_freq):
+        if extra or lost:
+            raise ExerciseError(
+                "the kept tokens differ from the reference: "
+                + "; ".join(
+                    part
+                    for part in (
+                        f"extra {', '.join(f'{t!r} (seen {counts[t]}x)' for t in extra[:5])}" if extra else "",
+                        f"missing {', '.join(f'{t!r} (seen {counts[t]}x)' for t in lost[:5])}" if lost else "",
+                    )
+                    if part
+                )
+                + ". Keep exactly the tokens seen at least min_freq times, case kept"
+            )
+        if all(counts[a] >= counts[b] for a, b in zip(words, words[1:])):
+            raise known_bug(
+                f"tokens with the same count must be in alphabetical order, so the same data always "
+                f"gives the same ids: {_ORDER_KEY}"
+            )
+        raise ExerciseError(
+            f"the right tokens, in the wrong order: most frequent first, ties alphabetically: {_ORDER_KEY}"
+        )
+
+
 @exercise(
     "build_vocab",
     "count the tokens, keep those seen at least min_freq times, most frequent first (ties alphabetically), "
@@ -190,60 +262,9 @@ def check_build_vocab(fn: Callable[[list[list[str]], int], list[str]]) -> str:
             broken alphabetically, duplicates, counting once per sentence, ...).
     """
     token_lists = [sentence.split() for sentence in _VOCAB_SENTENCES]
+    seen = Inputs()  # a bug is named only if it explains every min_freq
     for min_freq in _VOCAB_CASES:
-        inputs = copy.deepcopy(token_lists)
-        got = _expect_token_list(
-            call_answer(fn, inputs, min_freq, hint="the function should accept (token_lists, min_freq)")
-        )
-        if inputs != token_lists:
-            raise ExerciseError(
-                "your code changed its input token_lists (a sentence list was modified in place): count without "
-                "changing the caller's lists"
-            )
-        expected = Vocab.build(token_lists, min_freq=min_freq).itos
-        if got == expected:
-            continue
-        where = f"with min_freq={min_freq}"
-        try:
-            _check_specials(got)
-            repeated = sorted({t for t in got if got.count(t) > 1})
-            if repeated:
-                raise known_bug(
-                    f"the list has duplicates ({', '.join(repeated[:5])}): each token appears once. Count first "
-                    "(collections.Counter), then list each kept token once"
-                )
-            for hint, simulate in _vocab_bugs(token_lists, min_freq):
-                if got == simulate():
-                    raise known_bug(hint)
-            words, want = got[len(SPECIALS) :], expected[len(SPECIALS) :]
-            counts = {t: sum(s.count(t) for s in token_lists) for t in {*words, *want}}
-            extra = [t for t in words if t not in want]
-            lost = [t for t in want if t not in words]
-            if extra or lost:
-                raise ExerciseError(
-                    "the kept tokens differ from the reference: "
-                    + "; ".join(
-                        part
-                        for part in (
-                            f"extra {', '.join(f'{t!r} (seen {counts[t]}x)' for t in extra[:5])}" if extra else "",
-                            f"missing {', '.join(f'{t!r} (seen {counts[t]}x)' for t in lost[:5])}" if lost else "",
-                        )
-                        if part
-                    )
-                    + ". Keep exactly the tokens seen at least min_freq times, case kept"
-                )
-            if all(counts[a] >= counts[b] for a, b in zip(words, words[1:])):
-                raise known_bug(
-                    f"tokens with the same count must be in alphabetical order, so the same data always "
-                    f"gives the same ids: {_ORDER_KEY}"
-                )
-            raise ExerciseError(
-                f"the right tokens, in the wrong order: most frequent first, ties alphabetically: {_ORDER_KEY}"
-            )
-        except ExerciseError as error:
-            error.args = (
-                f"{error.args[0]}\n  {where}, on the captions {_VOCAB_SENTENCES}:\n"
-                f"  expected {_short_list(expected)}\n  got      {_short_list(got)}",
-            )
-            raise
+        with seen.one():
+            _vocab_case(fn, token_lists, min_freq, seen)
+    seen.verdict()
     return f"specials first, min_freq = {', '.join(map(str, _VOCAB_CASES))}, frequency order with alphabetical ties, case kept"

@@ -29,7 +29,7 @@ from transformer_lessons.notes import collect_notes
 from transformer_lessons.translation import _check_vocab_fits, _english
 from transformer_lessons.viz import html_style
 from transformer_lessons.viz.translator import MAX_WIDGET_BEAM
-from transformer_lessons.viz.widgets import HIGHLIGHT_COLOR, FigureWidget, widget_figure
+from transformer_lessons.viz.widgets import HIGHLIGHT_COLOR, FigureWidget, number_box, widget_figure
 
 #: How each kind of candidate is drawn: the box around its label.
 NODE_STYLES = {
@@ -39,9 +39,10 @@ NODE_STYLES = {
 }
 WINNER_COLOR = HIGHLIGHT_COLOR  # the winning hypothesis's path
 GREEDY_COLOR = "#7048e8"  # greedy decoding's path and words
-MAX_WIDGET_ALPHA = 2.0  # the widget's α slider: beyond 2 long outputs win whatever their probability
-_ROW = 0.62  # inches per candidate row
-_COLUMN = 1.05  # inches per step
+MAX_WIDGET_ALPHA = 2.0  # the widget's α box: beyond 2 long outputs win whatever their probability
+_ROW = 0.9  # inches per candidate row: three lines of text, four once scored
+_COLUMN = 1.0  # inches per step
+NODE_FONT = 11  # points: 12 px at the widgets' 80 dpi, the smallest text a widget shows
 _MIN_WIDTH = 7.5  # inches: room for the title and the legend
 _MAX_WIDTH = 30.0  # inches: a long sentence's tree is squeezed rather than drawn wider
 
@@ -81,12 +82,12 @@ def _positions(tree: BeamTree) -> dict[int, tuple[float, float]]:
 
 
 def _label(node: BeamNode, word: Callable[[int], str]) -> str:
-    """The word, then ``log p(word)`` and ``Σ log p`` of its prefix; a finished one's score below."""
+    """The word, then ``log p(word)`` and ``Σ log p`` of its prefix, a line each; a finished one's score below."""
     text = word(node.token)
-    text = text if len(text) <= 14 else text[:13] + "…"
+    text = text if len(text) <= 10 else text[:9] + "…"
     if node.parent is None:
         return text
-    text += f"\n{node.token_logp:.2f} → Σ {node.cum_logp:.2f}"
+    text += f"\n{node.token_logp:.2f}\nΣ {node.cum_logp:.2f}"
     return text + (f"\nscore {node.score:.2f}" if node.score is not None else "")
 
 
@@ -114,9 +115,9 @@ def _draw_nodes(ax: Axes, tree: BeamTree, pos, winner: set[int], word: Callable[
             _label(node, word),
             ha="center",
             va="center",
-            fontsize=7.5,
+            fontsize=NODE_FONT,
             fontweight="bold" if bold else "normal",
-            color="#868e96" if node.status == DROPPED else "#212529",
+            color="#495057" if node.status == DROPPED else "#212529",  # 8:1 on the dropped grey: readable
             bbox={"boxstyle": "round,pad=0.3", **style},
             zorder=3,
         )
@@ -125,7 +126,7 @@ def _draw_nodes(ax: Axes, tree: BeamTree, pos, winner: set[int], word: Callable[
 
 def _draw_greedy_lane(ax: Axes, tree: BeamTree, word: Callable[[int], str], y: float) -> None:
     """Greedy decoding's words along the bottom, one per step, where it can be compared with the tree above."""
-    ax.text(0, y, "greedy", ha="center", va="center", fontsize=8, fontweight="bold", color=GREEDY_COLOR)
+    ax.text(0, y, "greedy", ha="center", va="center", fontsize=NODE_FONT, fontweight="bold", color=GREEDY_COLOR)
     for step, token in enumerate(tree.greedy, start=1):
         ax.text(
             step,
@@ -133,7 +134,7 @@ def _draw_greedy_lane(ax: Axes, tree: BeamTree, word: Callable[[int], str], y: f
             word(token),
             ha="center",
             va="center",
-            fontsize=8,
+            fontsize=NODE_FONT,
             color=GREEDY_COLOR,
             bbox={"boxstyle": "round,pad=0.25", "facecolor": "white", "edgecolor": GREEDY_COLOR, "linestyle": ":"},
             gid=f"greedy {step}",
@@ -163,13 +164,13 @@ def draw_beam_tree(ax: Axes, tree: BeamTree, vocab=None, title: str | None = Non
     part = tree.parting_step
     if part is not None:
         ax.axvline(part - 0.5, color=GREEDY_COLOR, ls=":", lw=1.2, zorder=0)
-        ax.text(part - 0.5, 0.75, "beam and greedy part", ha="center", fontsize=8, color=GREEDY_COLOR)
+        ax.text(part - 0.5, 0.75, "beam and greedy part", ha="center", fontsize=NODE_FONT, color=GREEDY_COLOR)
     columns = _columns(tree)
     ax.set_xlim(-0.6, columns + 0.6)
     ax.set_ylim(lane - 0.7, 1.1)
     ax.xaxis.tick_top()
     ax.set_xticks(range(columns + 1))
-    ax.set_xticklabels(["<bos>"] + [str(step) for step in range(1, columns + 1)], fontsize=8)
+    ax.set_xticklabels(["<bos>"] + [str(step) for step in range(1, columns + 1)], fontsize=NODE_FONT)
     ax.set_yticks([])
     for side in ("left", "right", "bottom", "top"):
         ax.spines[side].set_visible(False)
@@ -177,11 +178,11 @@ def draw_beam_tree(ax: Axes, tree: BeamTree, vocab=None, title: str | None = Non
     ax.set_title(
         (f"{title}: " if title else "")
         + heading
-        + "\nunder each word: log p of the word → Σ log p of its prefix"
+        + "\nunder each word: its log p, then Σ log p of the prefix it ends"
         + f"\nfinished: score = Σ log p / ((5 + length) / 6)^α, α = {tree.alpha:g} (GNMT length penalty; paper: 0.6)",
-        fontsize=9,
+        fontsize=NODE_FONT,
     )
-    ax.legend(handles=_legend_handles(), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=8)
+    ax.legend(handles=_legend_handles(), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=NODE_FONT)
     return ax
 
 
@@ -197,7 +198,7 @@ def plot_beam_tree(tree: BeamTree, vocab=None, ax: Axes | None = None, title: st
 
     Returns:
         The Axes: one column per step (``<bos>`` first), the step's candidates best first from the top,
-        each box labelled ``word``, ``log p → Σ log p`` (and ``score`` once finished); blue kept, green
+        each box labelled ``word``, ``log p``, ``Σ log p`` (and ``score`` once finished), a line each; blue kept, green
         finished, grey dashed dropped; the winner's path bold orange, greedy's dashed purple with its
         words along the bottom; a dotted line where the two part; a legend below; ``α`` in the title.
         Each node's text has the gid ``"node <id>"``.
@@ -244,24 +245,8 @@ class BeamTreeExplorer(FigureWidget):
                 style=style,
                 layout=widgets.Layout(width="600px"),
             ),
-            "beam": widgets.IntSlider(
-                value=beam_size,
-                min=1,
-                max=MAX_WIDGET_BEAM,
-                description="beam size",
-                continuous_update=False,
-                style=style,
-            ),
-            "alpha": widgets.FloatSlider(
-                value=length_penalty,
-                min=0.0,
-                max=MAX_WIDGET_ALPHA,
-                step=0.1,
-                readout_format=".1f",
-                description="length penalty α",
-                continuous_update=False,
-                style=style,
-            ),
+            "beam": number_box(beam_size, 1, MAX_WIDGET_BEAM, "beam size", style),
+            "alpha": number_box(length_penalty, 0.0, MAX_WIDGET_ALPHA, "length penalty α", style, step=0.1),
         }
         self.html = widgets.HTML()
         super().__init__(controls, extra=[self.html])
@@ -280,7 +265,8 @@ class BeamTreeExplorer(FigureWidget):
         self.tree, self.translation, self.greedy_translation = None, "", ""
         self.html.value = self._search()
         if self.tree is None:
-            self.figure, self._png, self.output.outputs = None, b"", ()
+            self.figure, self._png = None, b""
+            self.picture.show(b"", "")
             return
         super()._update()
 
@@ -373,7 +359,7 @@ def beam_tree_explorer(
         title: optional prefix of the figure title.
 
     Returns:
-        A ``VBox``: a text box (``Enter`` searches), a beam-size slider and an ``α`` slider, then
+        A ``VBox``: a text box (``Enter`` searches), a beam-size box and an ``α`` box, then
         beam search's and greedy decoding's translations, the step where they part and the finished
         hypotheses with their scores (:func:`finished_table`), over the tree
         of :func:`plot_beam_tree`; every change searches again (:func:`~transformer_lessons.beam_tree.sentence_beam_tree`)

@@ -6,7 +6,7 @@ The numbers come from :mod:`transformer_lessons.error_analysis`; this file only 
   side, with each bucket's sentence count above its bars (a bucket of 20 sentences is noisy).
 * ``plot_beam_vs_greedy``: a histogram of beam chrF minus greedy chrF over the sentences where the
   two differ, with the counts of helps, hurts and ties in the title.
-* ``error_browser``: the sentences ranked from worst to best (a slider over the ranking): source,
+* ``error_browser``: the sentences ranked from worst to best (a number box over the ranking): source,
   reference, the beam and greedy outputs with their scores, and the cross-attention of the beam
   output, to see where the model looked when it went wrong.
 """
@@ -42,6 +42,7 @@ from transformer_lessons.viz.widgets import (
     FigureWidget,
     head_label,
     head_options,
+    number_box,
     select_head,
     widget_figure,
 )
@@ -154,18 +155,14 @@ class ErrorBrowser(FigureWidget):
         self._decoded: dict[int, tuple[str, dict]] = {}  # sentence index -> translate(..., return_attention=True)
         style = {"description_width": "70px"}
         controls: dict[str, widgets.Widget] = {
-            "rank": widgets.IntSlider(
-                value=rank, min=0, max=n - 1, description="rank", continuous_update=False, style=style
-            ),
+            "rank": number_box(rank, 0, n - 1, "rank", style),
             "by": widgets.Dropdown(
                 options=[(label, key) for key, label in RANKINGS.items()], value=by, description="worst by", style=style
             ),
         }
         n_layers, n_heads = model.config.n_layers, model.config.n_heads
         if n_layers > 1:
-            controls["layer"] = widgets.IntSlider(
-                value=n_layers - 1, min=0, max=n_layers - 1, description="layer", style=style
-            )
+            controls["layer"] = number_box(n_layers - 1, 0, n_layers - 1, "layer", style)
         if n_heads > 1:
             controls["head"] = widgets.Dropdown(
                 options=head_options(n_heads), value=MEAN_OF_HEADS, description="head", style=style
@@ -183,7 +180,7 @@ class ErrorBrowser(FigureWidget):
         return self.controls["head"].value if "head" in self.controls else 0
 
     def current_sentence(self) -> SentenceScore:
-        """The sentence at the slider's rank (0: the worst) in the chosen ordering."""
+        """The sentence at the rank box's rank (0: the worst) in the chosen ordering."""
         return self._ranked[self.controls["by"].value][self.controls["rank"].value]
 
     def current_details(self) -> tuple[str, dict]:
@@ -269,10 +266,10 @@ def error_browser(
         analysis: what :func:`~transformer_lessons.error_analysis.score_sentences` returned.
         model, src_vocab, tgt_vocab: the model it scored, and its vocabularies (to draw the attention).
         by: the ordering: ``"chrf"`` (the beam output's sentence chrF, the default) or ``"bleu"``.
-        rank: where the slider starts: 0 is the worst sentence, ``len(analysis.sentences) - 1`` the best.
+        rank: where the rank box starts: 0 is the worst sentence, ``len(analysis.sentences) - 1`` the best.
 
     Returns:
-        A ``VBox``: a ``rank`` slider over the ranking (0 the worst), the ordering, ``layer`` (default
+        A ``VBox``: a ``rank`` box over the ranking (0 the worst), the ordering, ``layer`` (default
         the last) and ``head`` (default the mean of heads) when there is a choice; the sentence's source,
         reference, beam and greedy outputs with their sentence chrF and BLEU; and the cross-attention
         heatmap of the beam output (the sentence translated again with the analysis' beam, rows are the

@@ -20,6 +20,7 @@ from transformer_lessons.viz.widgets import (
     FigureWidget,
     head_label,
     head_options,
+    number_box,
     select_head,
     widget_figure,
 )
@@ -129,17 +130,13 @@ class AttentionExplorer(FigureWidget):
                 layout=widgets.Layout(width="380px"),
             )
         if max_layers > 1:
-            controls["layer"] = widgets.IntSlider(
-                value=layer, min=0, max=n_layers - 1, description="layer", style=style, continuous_update=False
-            )
+            controls["layer"] = number_box(layer, 0, n_layers - 1, "layer", style)
         if max_heads > 1:
             controls["head"] = widgets.Dropdown(
                 options=head_options(n_heads0), value=head, description="head", style=style
             )
         if batch > 1:
-            controls["sentence"] = widgets.IntSlider(
-                value=0, min=0, max=batch - 1, description="sentence", style=style, continuous_update=False
-            )
+            controls["sentence"] = number_box(0, 0, batch - 1, "sentence", style)
         super().__init__(controls)
         self._update()
 
@@ -162,10 +159,10 @@ class AttentionExplorer(FigureWidget):
                     self._state[name] = self.controls[name].value
             arrays = self._layers[self._state["kind"]]
             if "layer" in self.controls:  # kinds may have different depths
-                slider = self.controls["layer"]
-                slider.max = len(arrays) - 1
-                slider.disabled = len(arrays) == 1
-                self._state["layer"] = slider.value
+                box = self.controls["layer"]
+                box.max = len(arrays) - 1
+                box.disabled = len(arrays) == 1
+                self._state["layer"] = box.value
             n_heads = arrays[self._state["layer"]].shape[1]
             if "head" in self.controls:
                 dropdown = self.controls["head"]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import difflib
 import html
-import io
 import textwrap
 
 import ipywidgets as widgets
@@ -28,7 +27,7 @@ from transformer_lessons.heads import KINDS, Head, HeadImportance, PruningCurve,
 from transformer_lessons.notes import collect_notes
 from transformer_lessons.translation import translate as _translate
 from transformer_lessons.viz import html_style
-from transformer_lessons.viz.widgets import WIDGET_DPI, LiveWithStaticCopy, StaticCopies, widget_figure
+from transformer_lessons.viz.widgets import LiveWithStaticCopy, StaticCopies, figure_png, widget_figure
 
 ROW_LABELS = {"encoder": "encoder self", "decoder_self": "decoder self", "cross": "cross"}
 IMPORTANCE_CMAP = "RdBu_r"  # diverging around 0: red where a head's loss costs BLEU, blue where BLEU rose
@@ -211,9 +210,10 @@ class HeadSwitchboard(LiveWithStaticCopy, widgets.VBox):
             tip = f"{row_label(kind, layer)}, head {head}: click to switch it off or on"
             if importance is not None and (kind, layer, head) in importance.bleu:
                 tip += f" (off on its own it cost {importance.drop[(kind, layer, head)]:.1f} BLEU)"
-            button = widgets.ToggleButton(
-                value=True, description=str(head), tooltip=tip, layout=widgets.Layout(width="44px")
-            )
+            # One layout and one style model shared by all the buttons (72 for the course model): a smaller notebook.
+            look = getattr(self, "_button_look", None) or {"layout": widgets.Layout(width="44px")}
+            button = widgets.ToggleButton(value=True, description=str(head), tooltip=tip, **look)
+            self._button_look = {"layout": button.layout, "style": button.style}
             button.observe(self._on_toggle, names="value")
             self.toggles[(kind, layer, head)] = button
             buttons.append(button)
@@ -337,9 +337,7 @@ class HeadSwitchboard(LiveWithStaticCopy, widgets.VBox):
             textwrap.shorten(f"{len(self.switched_off())} of {len(self.toggles)} heads off: {self.translation}", wrap),
         ]
         ax.set_title("\n".join(lines).replace("$", r"\$"), fontsize=9, loc="left")  # a $ is text, not mathtext
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format="png", dpi=WIDGET_DPI, bbox_inches="tight")
-        return buffer.getvalue()
+        return figure_png(fig)
 
 
 def head_switchboard(

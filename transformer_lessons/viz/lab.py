@@ -23,6 +23,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
+from transformer_lessons.lab_stats import common_step, compare_options, options, val_loss_at
 from transformer_lessons.viz.widgets import HIGHLIGHT_COLOR, FigureWidget, widget_figure
 
 LAB_FILE = Path(__file__).resolve().parents[1] / "data" / "lab_since_2017.json"
@@ -52,68 +53,126 @@ def baseline_noise(part: dict) -> tuple[float, float, int]:
 
 
 def lab_rows(part: dict, group: str = "options") -> list[dict]:
-    """The runs of one group (``"options"`` or ``"warmup"``), each with ``vs_base``: its test BLEU minus the baselines' mean."""
+    """The runs of one group (``"options"``, with the options' extra seeds, or ``"warmup"``), each with ``vs_base``:
+    its test BLEU minus the baselines' mean."""
     mean, _, _ = baseline_noise(part)
+    groups = ("options", "seeds") if group == "options" else (group,)
     rows = []
     for run in part["runs"]:
-        if run.get("group", "options") != group:
+        if run.get("group", "options") not in groups:
             continue
         diverged = bool(run.get("diverged"))
         rows.append(run | {"vs_base": None if diverged else run["test_bleu"] - mean})
     return rows
 
 
+def _usual_of(rows: list[dict], name: str) -> dict | None:
+    """A warm-up run's control: the run of the same norm with the usual schedule over the same time."""
+    return next((r for r in rows if r["name"] == f"{name.split('_')[0]}_usual"), None)
+
+
 def lab_table(part: dict, group: str = "options") -> str:
-    """The runs as a plain-text table: what a learner reads before the plots."""
-    mean, spread, n = baseline_noise(part)
+    """The runs as a plain-text table: what a learner reads before the plots.
+
+    ``loss@N``: the validation loss after the same N updates for every run of the table (the
+    most that all reached), where runs compare at equal work; ``test BLEU`` is after equal time.
+    The options are set against the baseline seeds' mean (``vs base``); a warm-up run against the
+    run of its own norm with the usual schedule and the same 2.5 minutes (``vs usual``).
+    """
+    rows = lab_rows(part, group)
+    try:
+        step = common_step(rows)
+    except ValueError:  # no evaluations in common (the GPU lab's record keeps no curves): each run's own best
+        step = None
+    warmup = group == "warmup" and all(_usual_of(rows, r["name"]) for r in rows)
+    if warmup:
+        usual = [r for r in rows if r["name"].endswith("_usual")]
+        head = "the usual schedule over the same time: " + ", ".join(f"{r['name']} {r['test_bleu']:.2f}" for r in usual)
+    else:
+        mean, spread, n = baseline_noise(part)
+        head = (
+            f"the paper's model, {n} seeds: test BLEU {mean:.2f} ± {spread:.2f} (mean ± standard deviation of {n} runs)"
+        )
+    against = "vs usual" if warmup else "vs base"
     lines = [
-        f"the paper's model, {n} seeds: test BLEU {mean:.2f} ± {spread:.2f} (mean ± standard deviation)",
-        f"{'run':20s} {'parameters':>10s} {'tokens/s':>9s} {'updates':>7s} {'val loss':>8s} {'test BLEU':>9s} {'vs base':>7s}",
+        head,
+        f"{'run':20s} {'parameters':>10s} {'tokens/s':>9s} {'updates':>7s} {f'loss@{step}' if step else 'val loss':>9s} {'test BLEU':>9s} "
+        f"{against:>8s}",
     ]
-    for r in lab_rows(part, group):
+    for r in rows:
         if r.get("diverged"):
             lines.append(f"{r['name']:20s} diverged: {r['diverged']}")
             continue
+        gap = r["test_bleu"] - _usual_of(rows, r["name"])["test_bleu"] if warmup else r["vs_base"]
         lines.append(
             f"{r['name']:20s} {r['parameters']:>10,d} {r['tokens_per_s']:>9,.0f} {r['steps']:>7,d} "
-            f"{r['val_loss']:>8.3f} {r['test_bleu']:>9.2f} {r['vs_base']:>+7.2f}"
+            f"{val_loss_at(r, step) if step else r['val_loss']:>9.3f} {r['test_bleu']:>9.2f} {gap:>+8.2f}"
         )
+    for r in rows:
+        averaged, last = r.get("averaged"), (r.get("history") or [{}])[-1]
+        if averaged and last.get("val_loss") is not None:
+            epochs = " and ".join(str(e) for e in averaged["epochs"])
+            lines.append(
+                f"{r['name']}: the tested model is the mean of epochs {epochs}: validation loss {averaged['val_loss']:.3f}, "
+                f"BLEU {averaged['val_bleu']:.2f}; its last epoch alone: {last['val_loss']:.3f}, {last['val_bleu']:.2f}"
+            )
     return "\n".join(lines)
 
 
 def plot_lab(part: dict, title: str = "") -> Figure:
-    """Each change's test BLEU against the baseline seeds' band (left), and its speed against theirs (right)."""
-    mean, spread, n = baseline_noise(part)
-    rows = [r for r in lab_rows(part) if not r["name"].startswith("baseline") and not r.get("diverged")]
-    bases = [r for r in lab_rows(part) if r["name"].startswith("baseline") and not r.get("diverged")]
-    base_speed = statistics.mean(r["tokens_per_s"] for r in bases)
-    names = [r["name"] for r in rows]
-    y = np.arange(len(rows))
-    fig, (ax, ax_speed) = plt.subplots(1, 2, figsize=(12, 0.45 * len(rows) + 1.8), sharey=True, layout="constrained")
-    ax.axvspan(mean - 2 * spread, mean + 2 * spread, color=BASELINE_COLOR, alpha=0.12, label="baseline ± 2 sd")
-    ax.axvspan(mean - spread, mean + spread, color=BASELINE_COLOR, alpha=0.22, label="baseline ± 1 sd")
-    ax.axvline(mean, color=BASELINE_COLOR, linewidth=1.5, label=f"baseline mean of {n} seeds")
-    scores = [r["test_bleu"] for r in rows]
-    colors = [OTHER_COLOR if s >= mean - 2 * spread else WORSE_COLOR for s in scores]
-    ax.barh(y, scores, color=colors, height=0.6)
-    for yi, r in zip(y, rows):
-        ax.text(r["test_bleu"] + 0.3, yi, f"{r['test_bleu']:.1f} ({r['vs_base']:+.1f})", va="center", fontsize=9)
-    ax.set_yticks(y, names)
-    ax.invert_yaxis()
-    ax.set_xlabel("test sacreBLEU (beam 4, α 0.6)")
-    ax.set_xlim(0, max(scores + [mean]) * 1.18)
-    ax.legend(loc="lower left", fontsize=8, framealpha=0.9)  # over the bars' start: the scores' labels stay readable
-    ax.grid(axis="x", alpha=0.3)
-    speed = [r["tokens_per_s"] / base_speed for r in rows]
-    ax_speed.barh(y, speed, color=[HIGHLIGHT_COLOR if s > 1 else BASELINE_COLOR for s in speed], height=0.6)
-    ax_speed.axvline(1.0, color="black", linewidth=1)
-    for yi, s, r in zip(y, speed, rows):
-        ax_speed.text(s + 0.01, yi, f"{s:.2f}x, {r['steps']:,} updates", va="center", fontsize=9)
-    ax_speed.set_xlabel("target tokens/s, relative to the baselines' mean")
-    ax_speed.set_xlim(0, max(speed) * 1.45)
-    ax_speed.grid(axis="x", alpha=0.3)
-    if title:
-        fig.suptitle(title)
+    """Each option's difference from the baseline seeds, with its 95% interval: test BLEU after equal time (left),
+    validation loss after equal updates (right). A dot per run; an interval that crosses 0 is not a finding."""
+    compared = compare_options(part)
+    names = list(compared)
+    runs = options(part)
+    base = runs["baseline"]
+    step = common_step([r for its in runs.values() for r in its])
+    y = np.arange(len(names))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 0.5 * len(names) + 2.0), sharey=True, layout="constrained")
+    measures = (
+        ("test BLEU", lambda r: r["test_bleu"], "test BLEU minus the baselines' mean (higher is better)"),
+        (
+            "val loss",
+            lambda r: val_loss_at(r, step),
+            f"validation loss at {step:,} updates minus the baselines' mean (lower is better)",
+        ),
+    )
+    for ax, (key, value, label) in zip(axes, measures):
+        ax.axvline(0.0, color=BASELINE_COLOR, linewidth=1.2)
+        centre = statistics.fmean(value(r) for r in base)
+        ax.scatter([value(r) - centre for r in base], [-1] * len(base), color=BASELINE_COLOR, s=18, zorder=3)
+        for yi, name in zip(y, names):
+            d = compared[name][key]
+            if d is None:
+                ax.text(0.0, yi, "  does not apply (averaging acts after training)", va="center", fontsize=9)
+                continue
+            better = d.low > 0 if key == "test BLEU" else d.high < 0
+            worse = d.high < 0 if key == "test BLEU" else d.low > 0
+            colour = OTHER_COLOR if better else WORSE_COLOR if worse else BASELINE_COLOR
+            ax.plot([d.low, d.high], [yi, yi], color=colour, linewidth=2.5, solid_capstyle="butt")
+            ax.scatter(
+                [value(r) - centre for r in runs[name]],
+                [yi] * len(runs[name]),
+                facecolors="white",
+                edgecolors=colour,
+                s=30,
+                zorder=3,
+            )
+            ax.text(d.high, yi - 0.32, f" {d.difference:+.3g}, p = {d.p:.2g}", fontsize=8.5, color=colour)
+        ax.set_xlabel(label, fontsize=9)
+        ax.grid(axis="x", alpha=0.3)
+    axes[0].set_yticks(
+        [-1, *y],
+        [f"baseline ({len(base)} seeds)", *[f"{n} ({len(runs[n])} run{'s' * (len(runs[n]) > 1)})" for n in names]],
+    )
+    axes[0].invert_yaxis()
+    axes[0].set_title("after the same training time", fontsize=10)
+    axes[1].set_title("after the same number of updates", fontsize=10)
+    fig.suptitle(
+        (title + "\n" if title else "") + "each change against the paper's model: the line is its 95% interval "
+        "(t-test with the runs' own noise), the dots are runs",
+        fontsize=10,
+    )
     return fig
 
 
@@ -145,16 +204,34 @@ def run_named(part: dict, name: str) -> dict:
     raise KeyError(f"no run called {name!r}; the record has {', '.join(r['name'] for r in part['runs'])}")
 
 
+WARMUP_SCHEDULES = {  # the warm-up runs' name endings: what their schedule does, and its colour
+    "usual": ("the usual warm-up and peak", BASELINE_COLOR),
+    "no-ramp": ("no warm-up, the usual peak from update 1", OTHER_COLOR),
+    "no-warmup": ("no warm-up (warmup=1: 20x the peak at first)", WORSE_COLOR),
+    "4x-rate": ("warm-up, 4x the peak", HIGHLIGHT_COLOR),
+}
+
+
 def plot_warmup(part: dict) -> Figure:
-    """The warm-up experiment: validation loss and BLEU of post-norm and pre-norm without warm-up and at 4x the rate."""
+    """The warm-up experiment: validation BLEU against updates, post-norm (left) and pre-norm (right), one line
+    per schedule (:data:`WARMUP_SCHEDULES`): each run of 2.5 minutes, compared at equal updates."""
     runs = [r for r in part["runs"] if r.get("group") == "warmup"]
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4), layout="constrained")
-    palette = ["#c92a2a", "#1c7ed6", "#e8590c", "#2f9e44"]
-    draw_curves(axes, runs, [palette[i % len(palette)] for i in range(len(runs))])
-    for run in runs:
-        if run.get("diverged"):
-            axes[0].text(0.02, 0.95, f"{run['name']}: diverged", transform=axes[0].transAxes, va="top", color="red")
-    fig.suptitle("warm-up off, or 4x the peak rate: post-norm (the paper's) against pre-norm")
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4), sharey=True, layout="constrained")
+    for ax, norm in zip(axes, ("post-norm", "pre-norm")):
+        for ending, (label, colour) in WARMUP_SCHEDULES.items():
+            run = next((r for r in runs if r["name"] == f"{norm}_{ending}"), None)
+            if run is None:
+                continue
+            points = [(h["step"], h["val_bleu"]) for h in run.get("history", []) if h.get("val_bleu") is not None]
+            ax.plot(*zip(*points), "o-", color=colour, label=label, markersize=4)
+            if run.get("diverged"):
+                ax.text(0.02, 0.95, f"{run['name']}: diverged", transform=ax.transAxes, va="top", color=WORSE_COLOR)
+        ax.set_title(f"{norm}" + (" (the paper's)" if norm == "post-norm" else ""), fontsize=10)
+        ax.set_xlabel("updates")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("validation BLEU (greedy)")
+    axes[1].legend(fontsize=8, loc="upper left")
+    fig.suptitle("the learning rate's start, 2.5 minutes a run: warm-up taken away, and the peak rate changed, apart")
     return fig
 
 

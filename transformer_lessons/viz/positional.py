@@ -1,7 +1,7 @@
 """Pictures of the sinusoidal positional encoding (paper §3.5).
 
 ``plot_positional_encoding`` draws the whole table, positions down and
-columns across; ``positional_encoding_explorer`` adds sliders over position
+columns across; ``positional_encoding_explorer`` adds number boxes over position
 and column ("dimension"), showing one column as a wave over positions and one
 position as its vector of numbers.
 
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 
-import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
@@ -23,7 +22,7 @@ from matplotlib.patches import Rectangle
 
 from transformer_lessons.layers import sinusoidal_positional_encoding
 from transformer_lessons.viz.common import squeeze_leading, to_numpy
-from transformer_lessons.viz.widgets import HIGHLIGHT_COLOR, FigureWidget, widget_figure
+from transformer_lessons.viz.widgets import HIGHLIGHT_COLOR, FigureWidget, number_box, widget_figure
 
 PE_CMAP = "RdBu_r"  # diverging: sin/cos values are signed, 0 is white
 
@@ -67,12 +66,8 @@ class PositionalEncodingExplorer(FigureWidget):
         self.base = base
         style = {"description_width": "80px"}
         controls = {
-            "position": widgets.IntSlider(
-                value=min(10, max_len - 1), min=0, max=max_len - 1, description="position", style=style
-            ),
-            "dimension": widgets.IntSlider(
-                value=min(4, d_model - 1), min=0, max=d_model - 1, description="column", style=style
-            ),
+            "position": number_box(min(10, max_len - 1), 0, max_len - 1, "position", style, continuous_update=True),
+            "dimension": number_box(min(4, d_model - 1), 0, d_model - 1, "column", style, continuous_update=True),
         }
         super().__init__(controls)
         self._update()
@@ -148,7 +143,7 @@ class PositionalEncodingExplorer(FigureWidget):
 def positional_encoding_explorer(
     max_len: int = 100, d_model: int = 64, base: float = 10000.0
 ) -> PositionalEncodingExplorer:
-    """Sliders over position and dimension of the sinusoidal table (paper §3.5).
+    """Number boxes over position and dimension of the sinusoidal table (paper §3.5).
 
     Shows the table with the selected position (row, solid black) and dimension
     (column, solid orange) outlined, the selected dimension as an orange curve

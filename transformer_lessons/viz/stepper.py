@@ -1,7 +1,7 @@
 """Step through a generated translation: where did each written word look in the source?
 
 ``generation_stepper`` takes the source words, the generated words and the
-cross-attention that produced them; a slider walks through the steps, showing
+cross-attention that produced them; a step box walks through the steps, showing
 the words written so far, the current step's weights over the source as bars,
 and the whole cross-attention heatmap with the current row outlined.
 """
@@ -23,6 +23,7 @@ from transformer_lessons.viz.widgets import (
     FigureWidget,
     head_label,
     head_options,
+    number_box,
     select_head,
     widget_figure,
 )
@@ -73,11 +74,11 @@ class GenerationStepper(FigureWidget):
         self._title = title
         style = {"description_width": "60px"}
         controls: dict[str, widgets.Widget] = {
-            "step": widgets.IntSlider(value=0, min=0, max=len(self.tgt_tokens) - 1, description="step", style=style),
+            "step": number_box(0, 0, len(self.tgt_tokens) - 1, "step", style, continuous_update=True),
         }
         if len(self._layers) > 1:
-            controls["layer"] = widgets.IntSlider(
-                value=len(self._layers) - 1, min=0, max=len(self._layers) - 1, description="layer", style=style
+            controls["layer"] = number_box(
+                len(self._layers) - 1, 0, len(self._layers) - 1, "layer", style, continuous_update=True
             )
         n_heads = self._layers[0].shape[0]
         if n_heads > 1:
@@ -141,7 +142,10 @@ class GenerationStepper(FigureWidget):
         ax_bar.set_ylim(0, 1.05)
         ax_bar.set_ylabel("weight")
         ax_bar.set_title(self.describe(), fontsize=11)
-        ax_bar.tick_params(labelbottom=False)
+        # The German words above the bars too: under the heatmap they can be a screen away from them.
+        ax_bar.tick_params(axis="x", labelbottom=False, labeltop=True, top=True, labelrotation=45, labelsize=11)
+        for label in ax_bar.get_xticklabels(which="both"):
+            label.set_horizontalalignment("left")
         ax_bar.grid(alpha=0.3, axis="y")
         draw_attention(
             ax_heat,
@@ -172,7 +176,7 @@ def generation_stepper(src_tokens, tgt_tokens, cross_attention, title: str | Non
         title: optional prefix of the figure title.
 
     Returns:
-        A ``VBox``: a ``step`` slider (plus ``layer``, default the last, and
+        A ``VBox``: a ``step`` box (plus ``layer``, default the last, and
         ``head`` with "mean of heads" when there is a choice), the target
         prefix with the current word highlighted (``.html``), and a figure:
         the current step's weights over the source words as bars above the

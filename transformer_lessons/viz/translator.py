@@ -16,10 +16,18 @@ from transformer_lessons.confidence import UNUSUAL_BELOW, token_log_probs
 from transformer_lessons.notes import collect_notes
 from transformer_lessons.translation import translate as _translate
 from transformer_lessons.viz import html_style
-from transformer_lessons.viz.widgets import LiveWithStaticCopy, StaticCopies
+from transformer_lessons.viz.widgets import (
+    WIDGET_DPI,
+    LiveWithStaticCopy,
+    StaticCopies,
+    figure_png,
+    number_box,
+    stack_pngs,
+    widget_figure,
+)
 from transformer_lessons.viz.stepper import GenerationStepper
 
-MAX_WIDGET_BEAM = 8  # the translator's beam slider: beyond ~8 beams Multi30k gains nothing and a CPU waits
+MAX_WIDGET_BEAM = 8  # the translator's beam-size box: beyond ~8 beams Multi30k gains nothing and a CPU waits
 UNUSUAL_WARNING = (
     "This sentence looks unlike the image captions the model learned from: its translation is likely a "
     "caption-shaped guess."
@@ -80,15 +88,7 @@ class Translator(LiveWithStaticCopy, widgets.VBox):
                 description="decoding",
                 style=style,
             ),
-            "beam": widgets.IntSlider(
-                value=max(beam_size, 2),
-                min=2,
-                max=MAX_WIDGET_BEAM,
-                description="beam size",
-                style=style,
-                continuous_update=False,
-                disabled=beam_size == 1,
-            ),
+            "beam": number_box(max(beam_size, 2), 2, MAX_WIDGET_BEAM, "beam size", style, disabled=beam_size == 1),
         }
         self.button = widgets.Button(description="Translate", button_style="primary", icon="language")
         self.result = widgets.HTML()
@@ -206,8 +206,58 @@ class Translator(LiveWithStaticCopy, widgets.VBox):
         return head + f"{sentence!r} -> {self.translation!r}"
 
     def _static_png(self) -> bytes:
-        """The word-by-word picture, for the static copy (``viz/widgets.py``); none before a translation."""
-        return self.stepper._png if self.stepper is not None else b""
+        """The static copy (``viz/widgets.py``): the translation's word chips above the word-by-word picture."""
+        if self.stepper is None:
+            return b""
+        method = "greedy" if self.beam_size == 1 else f"beam {self.beam_size}"
+        warned = self.mean_log_prob is not None and self.mean_log_prob < UNUSUAL_BELOW
+        return stack_pngs([chips_png(f"English ({method}):", self.word_probs, warned), self.stepper._png])
+
+
+def chips_png(heading: str, word_probs: list[tuple[str, float]], warned: bool = False) -> bytes:
+    """The translator's words as a picture: each on its sureness colour with its per cent, as the widget shows them.
+
+    What a static view (GitHub, an HTML export) shows of the live chips; the warning above them when ``warned``.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = widget_figure(9.0, 1.3 if warned else 0.95)
+    fig.set_dpi(WIDGET_DPI)  # text placed in pixels: the same pixels as the saved PNG's
+    canvas = FigureCanvasAgg(fig)
+    renderer = canvas.get_renderer()
+    x, y = 6.0, fig.bbox.height - 10.0  # pixels from the bottom left
+    if warned:
+        fig.text(
+            x,
+            y,
+            "\u26a0 " + UNUSUAL_WARNING,
+            transform=None,
+            va="top",
+            fontsize=10,
+            wrap=False,
+            bbox={"boxstyle": "round,pad=0.25", "facecolor": "#fdebc8", "edgecolor": "none"},
+            color="#5c3b00",
+        )
+        y -= 28.0
+    label = fig.text(x, y, heading, transform=None, va="top", fontsize=11, fontweight="bold")
+    x += label.get_window_extent(renderer).width + 10
+    for word, p in word_probs:
+        background, _ = html_style.sureness(p)
+        chip = fig.text(
+            x,
+            y,
+            f"{word} {round(100 * p)}%",
+            transform=None,
+            va="top",
+            fontsize=11,
+            color="#1f1f1f",
+            bbox={"boxstyle": "round,pad=0.2", "facecolor": background, "edgecolor": "none"},
+        )
+        x += chip.get_window_extent(renderer).width + 12
+    legend = "the probability the model gave each word: blue 70% or more, orange 30-70%, red under 30%"
+    fig.text(6.0, y - 26.0, legend, transform=None, va="top", fontsize=10, color="#555555")
+    fig.set_size_inches(max(fig.get_figwidth(), (x + 6) / fig.dpi), fig.get_figheight())
+    return figure_png(fig, bbox_inches=None)
 
 
 def translator(

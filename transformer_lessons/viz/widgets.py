@@ -1,15 +1,24 @@
 """What the widgets share: a figure shown as a PNG under the controls, its static copy, and the head choice.
 
 A widget (``attention_explorer``, ``positional_encoding_explorer``,
-``generation_stepper``) is a ``FigureWidget``: a ``VBox`` of controls over an
-``Output`` showing a PNG of the current figure; a change of any control redraws.
+``generation_stepper``) is a ``FigureWidget``: a ``VBox`` of controls over a
+:class:`Picture` showing a PNG of the current figure; a change of any control redraws.
 
-Why the widgets set ``Output.outputs`` instead of ``with out: display(fig)``:
-output captured by an ``Output`` context reaches the kernel's iopub channel as
-ordinary ``display_data`` (the *frontend* redirects it). ``nbconvert --execute``
-files it inside the widget state while nbval counts it as cell output, so the
-two disagree and a notebook could never pass nbval. Setting the ``outputs``
-trait travels as widget state only, so both see the same thing.
+Why the picture is an ``<img>`` in an ``HTML`` widget, not an ``Output`` showing
+``image/png``: JupyterLab draws an ``image/png`` output as an ``<img>`` with no
+alt text, so a screen reader says nothing of it (axe-core's rule ``image-alt``).
+The ``<img>`` written here carries the widget's ``describe()`` as its alt text.
+It also keeps the picture out of the cell's outputs: output captured by an
+``Output`` context reaches the kernel's iopub channel as ordinary ``display_data``,
+which ``nbconvert --execute`` files inside the widget state while nbval counts
+it as cell output, so the two would disagree. A widget's value travels as
+widget state only, so both see the same thing.
+
+Why the controls are number boxes (:func:`number_box`), not sliders: the handle
+of an ipywidgets slider (noUiSlider) has no accessible name, and ipywidgets
+gives no way to set one (axe-core's rule ``aria-input-field-name``); a number
+box is an ``<input>`` with its ``<label>``, stepped with its arrows or the
+keyboard's up and down keys.
 
 Why a widget leaves two outputs, itself and a static copy of its picture: where
 no live widget can run (an HTML export, GitHub, nbviewer) the picture must
@@ -43,6 +52,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import html
 import io
 import struct
 import zlib
@@ -64,10 +74,82 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"  # the MIME type of a l
 _IPYWIDGETS_7 = not hasattr(widgets.Widget, "_repr_mimebundle_")
 
 
-def _png_bytes(fig: Figure) -> bytes:
+def compact_png(png: bytes) -> bytes:
+    """``png`` with at most 256 colours, without dithering: a plot looks the same at a third of the bytes.
+
+    Pictures travel in the saved widget state and in the static copies of every notebook;
+    matplotlib writes RGBA, which made notebook 15 weigh 2 MB. Flat colours stay flat.
+    """
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    image = image.quantize(colors=256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=WIDGET_DPI, bbox_inches="tight")
+    image.save(buffer, format="PNG", optimize=True)
     return buffer.getvalue()
+
+
+def compact_inline_figures(shell=None) -> bool:
+    """Show the notebook's matplotlib figures as :func:`compact_png` PNGs too (True if done).
+
+    Wraps whatever PNG formatter IPython's inline backend registered for ``Figure`` (its
+    ``bbox_inches``, a ``retina`` setting, all kept), so a figure looks the same and the saved
+    notebook is about a third the size: notebook 15 weighed 2 MB (issue 30). Called when ``viz``
+    is imported, which is after ``%matplotlib inline`` in every notebook; outside IPython, or with
+    no PNG formatter for figures, it does nothing.
+    """
+    if shell is None:
+        try:
+            from IPython import get_ipython
+        except ImportError:  # pragma: no cover - ipywidgets needs IPython
+            return False
+        shell = get_ipython()
+    if shell is None:
+        return False
+    formatter = shell.display_formatter.formatters["image/png"]
+    try:
+        current = formatter.lookup_by_type(Figure)
+    except KeyError:
+        return False
+    if getattr(current, "compact", False):
+        return True
+
+    def compact(fig: Figure):
+        shown = current(fig)
+        data, metadata = shown if isinstance(shown, tuple) else (shown, None)  # retina adds width and height
+        if not data:
+            return shown
+        raw = base64.b64decode(data) if isinstance(data, str) else data
+        small = base64.b64encode(compact_png(raw)).decode("ascii")
+        return small if metadata is None else (small, metadata)
+
+    compact.compact = True
+    formatter.for_type(Figure, compact)
+    return True
+
+
+def figure_png(fig: Figure, **savefig) -> bytes:
+    """A widget's picture of ``fig``: at ``WIDGET_DPI``, cropped to what is drawn, in few colours."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=WIDGET_DPI, **{"bbox_inches": "tight", **savefig})
+    return compact_png(buffer.getvalue())
+
+
+def stack_pngs(pngs: Sequence[bytes]) -> bytes:
+    """The non-empty ``pngs`` one under the other, left-aligned on white: one picture for a static copy."""
+    from PIL import Image
+
+    images = [Image.open(io.BytesIO(png)).convert("RGB") for png in pngs if png]
+    if not images:
+        return b""
+    stacked = Image.new("RGB", (max(i.width for i in images), sum(i.height for i in images)), "white")
+    top = 0
+    for image in images:
+        stacked.paste(image, (0, top))
+        top += image.height
+    buffer = io.BytesIO()
+    stacked.save(buffer, format="PNG")
+    return compact_png(buffer.getvalue())
 
 
 def widget_figure(width: float, height: float) -> Figure:
@@ -87,6 +169,38 @@ def static_copy(png: bytes) -> bytes:
     text = b"Comment\x00" + f"{STATIC_COPY_NOTE} {hashlib.sha256(png).hexdigest()[:16]}".encode("ascii")
     chunk = struct.pack(">I", len(text)) + b"tEXt" + text + struct.pack(">I", zlib.crc32(b"tEXt" + text))
     return png[: -len(_PNG_END)] + chunk + _PNG_END
+
+
+def png_img(png: bytes, alt: str) -> str:
+    """An ``<img>`` of ``png`` with ``alt`` as its text for screen readers ('' for no picture)."""
+    if not png:
+        return ""
+    data = base64.b64encode(png).decode("ascii")
+    return f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt, quote=True)}" style="max-width: 100%">'
+
+
+class Picture(widgets.HTML):
+    """A widget's current picture: a PNG with alt text (see the module's docstring)."""
+
+    def __init__(self):
+        super().__init__()
+        self.add_class("tl-picture")
+
+    def show(self, png: bytes, alt: str) -> None:
+        self.value = png_img(png, alt)
+
+
+def number_box(value: float, low: float, high: float, description: str, style: dict, **kwargs) -> widgets.Widget:
+    """A labelled number box from ``low`` to ``high`` (a float box when ``step`` is given), instead of a slider.
+
+    Its value changes on Enter, on leaving the box, and with the arrows, unless
+    ``continuous_update=True`` makes every keystroke count.
+    """
+    kind = widgets.BoundedFloatText if "step" in kwargs else widgets.BoundedIntText
+    kwargs.setdefault("continuous_update", False)
+    label = int(str(style.get("description_width", "100px")).removesuffix("px"))
+    kwargs.setdefault("layout", widgets.Layout(width=f"{label + 120}px"))  # the label and a few digits
+    return kind(value=value, min=low, max=high, description=description, style=style, **kwargs)
 
 
 class StaticCopies(widgets.HTML):
@@ -148,19 +262,19 @@ class LiveWithStaticCopy:
 
 
 class FigureWidget(LiveWithStaticCopy, widgets.VBox):
-    """Controls above an ``Output`` that shows the current figure as a PNG."""
+    """Controls above a :class:`Picture` that shows the current figure as a PNG."""
 
     _kind_name = "figure widget"
 
     def __init__(self, controls: dict[str, widgets.Widget], extra: Sequence[widgets.Widget] = ()):
         super().__init__()
         self.controls = dict(controls)
-        self.output = widgets.Output()
+        self.picture = Picture()
         self.figure: Figure | None = None
         self._png = b""
         self._busy = False  # set while one change adjusts other controls: draw once
         self._static_copies = StaticCopies()
-        self.children = [*self.controls.values(), *extra, self.output, self._static_copies]
+        self.children = [*self.controls.values(), *extra, self.picture, self._static_copies]
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
 
@@ -172,14 +286,8 @@ class FigureWidget(LiveWithStaticCopy, widgets.VBox):
         self._before_draw()
         fig = self._draw()
         self.figure = fig
-        self._png = _png_bytes(fig)
-        self.output.outputs = (
-            {
-                "output_type": "display_data",
-                "data": {"image/png": base64.b64encode(self._png).decode("ascii"), "text/plain": self.describe()},
-                "metadata": {},
-            },
-        )
+        self._png = figure_png(fig)
+        self.picture.show(self._png, self.describe())
 
     def _before_draw(self) -> None:  # hook: update labels etc.
         pass
