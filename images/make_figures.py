@@ -4,11 +4,16 @@ Usage (from the repository root):
 
     .venv/bin/python images/make_figures.py            # writes into images/
     .venv/bin/python images/make_figures.py OUT_DIR    # writes somewhere else
-    .venv/bin/python images/make_figures.py OUT_DIR --png   # also PNGs, to look at
 
-The output is byte-for-byte reproducible: no date in the metadata and a fixed
-``svg.hashsalt`` for the ids matplotlib writes. Colours mean the same thing in
-every figure (one colour per kind of sublayer; see ``COLORS``).
+Each figure is written twice: ``name.svg`` (vector, to open and zoom) and ``name.png``
+(the copy the notebooks embed, see ``transformer_lessons/authoring/figures.py``:
+Colab shows no SVG from inside a notebook). The PNG is opaque, on the SVG's white
+background, so JupyterLab's dark theme does not swallow the black lines.
+
+The output is byte-for-byte reproducible: no date in the metadata (no matplotlib
+version in the PNG either) and a fixed ``svg.hashsalt`` for the ids matplotlib writes. Colours mean the same thing in
+every figure (one colour per kind of sublayer; see ``COLORS``). Every text is at least 12 px where
+JupyterLab shows the figure (at most 940 px wide) and dark enough on white: tests/test_figure_text.py.
 """
 
 from __future__ import annotations
@@ -43,6 +48,11 @@ HEAD_COLORS = ["#fde3c8", "#f9c08a", "#f39c4f", "#d9771e"]  # heads: tones of th
 INK = "#262626"
 FONT = 13
 SMALL = 11
+# The widest figures (qkv, multi_head: about 14.5 in) are shown 940 px wide in JupyterLab, 0.9 px per
+# point: their text needs 14 pt to be 12 px or more, and mathtext 20 pt (its scripts are 0.7 of it).
+WIDE = 14
+WIDE_MATH = 20
+GREY = "#555555"  # captions: 7.5:1 on white
 
 FIGURES = ("encoder_decoder", "encoder_layer", "decoder_layer", "qkv", "multi_head")
 
@@ -154,12 +164,15 @@ def legend(ax, x, y, entries, fontsize=SMALL):
         ax.text(x + 0.5, yy, label, va="center", fontsize=fontsize, color=INK)
 
 
-def save(fig, out_dir: Path, name: str, png: bool = False) -> Path:
+PNG_DPI = 100  # 1 inch of drawing = 100 pixels: the widest figure is 1460 px, sharp at a notebook's width
+
+
+def save(fig, out_dir: Path, name: str) -> Path:
     path = out_dir / f"{name}.svg"
     # No date and a fixed Creator: regenerating gives the same bytes.
     fig.savefig(path, format="svg", metadata={"Date": None, "Creator": "transformer_lessons images/make_figures.py"})
-    if png:
-        fig.savefig(out_dir / f"{name}.png", format="png", dpi=100)
+    # No "Software" entry (it holds matplotlib's version); an opaque white background.
+    fig.savefig(out_dir / f"{name}.png", format="png", dpi=PNG_DPI, metadata={"Software": None}, facecolor="white")
     plt.close(fig)
     return path
 
@@ -210,7 +223,7 @@ def sublayer_stack(ax, cx, y0, sublayers, width=3.4, h=0.62, norm_h=0.42, gap=0.
     return y, boxes
 
 
-def draw_encoder_layer(out_dir, png=False):
+def draw_encoder_layer(out_dir):
     fig, ax = canvas(7.4, 7.0)
     cx = 3.6
     ax.text(cx, 0.25, "x: one vector per source token (S × d_model)", ha="center", fontsize=SMALL, color=INK)
@@ -248,10 +261,10 @@ def draw_encoder_layer(out_dir, png=False):
         va="center",
         color="#555555",
     )
-    return save(fig, out_dir, "encoder_layer", png)
+    return save(fig, out_dir, "encoder_layer")
 
 
-def draw_decoder_layer(out_dir, png=False):
+def draw_decoder_layer(out_dir):
     fig, ax = canvas(8.2, 9.2)
     cx = 3.6
     ax.text(cx, 0.25, "y: one vector per target token so far (T × d_model)", ha="center", fontsize=SMALL, color=INK)
@@ -297,7 +310,7 @@ def draw_decoder_layer(out_dir, png=False):
     ax.text(6.1, (0.95 + frame_top) / 2 + 1.2, "× N", fontsize=FONT + 3, va="center", color=INK, weight="bold")
     ax.text(1.45, frame_top - 0.27, "Decoder layer", fontsize=FONT, color=INK, weight="bold", va="center")
     ax.text(6.05, 1.8, "causal mask: token t\nsees tokens 0..t only", fontsize=SMALL - 1, va="center", color="#555555")
-    return save(fig, out_dir, "decoder_layer", png)
+    return save(fig, out_dir, "decoder_layer")
 
 
 # --- the whole encoder-decoder --------------------------------------------------------
@@ -329,7 +342,7 @@ def mini_layer(ax, cx, y0, width, parts, title):
             h,
             text,
             color,
-            fontsize=SMALL if key != "norm" else SMALL - 2,
+            fontsize=SMALL,
             lw=1.0,
             rounding=0.05,
         )
@@ -357,11 +370,11 @@ def mini_layer(ax, cx, y0, width, parts, title):
             zorder=1,
         )
     )
-    ax.text(cx - width / 2 + 0.12, top - 0.17, title, fontsize=SMALL - 1, va="center", ha="left", color="#444444")
+    ax.text(cx - width / 2 + 0.12, top - 0.17, title, fontsize=SMALL, va="center", ha="left", color="#444444")
     return top, centres
 
 
-def draw_encoder_decoder(out_dir, png=False):
+def draw_encoder_decoder(out_dir):
     fig, ax = canvas(11.6, 13.1)
     ex, dx = 2.9, 8.3  # centres of the encoder and decoder columns
     width = 3.5
@@ -391,7 +404,7 @@ def draw_encoder_decoder(out_dir, png=False):
         add_circle(ax, cx, 2.18)
         pe_symbol(ax, cx - 1.25, 2.18)
         arrow(ax, (cx - 0.99, 2.18), (cx - 0.2, 2.18))
-        ax.text(cx - 1.6, 2.18, "positional\nencoding", ha="right", va="center", fontsize=SMALL - 1, color=INK)
+        ax.text(cx - 1.6, 2.18, "positional\nencoding", ha="right", va="center", fontsize=SMALL, color=INK)
         arrow(ax, (cx, 2.38), (cx, 2.75))
 
     # Encoder: layer 1, dots, layer N.
@@ -451,7 +464,7 @@ def draw_encoder_decoder(out_dir, png=False):
         "keys and values\nfor every decoder layer",
         ha="center",
         va="bottom",
-        fontsize=SMALL - 1,
+        fontsize=SMALL,
         color="#741b47",
     )
 
@@ -486,13 +499,13 @@ def draw_encoder_decoder(out_dir, png=False):
             ("output projection", COLORS["output"]),
         ],
     )
-    return save(fig, out_dir, "encoder_decoder", png)
+    return save(fig, out_dir, "encoder_decoder")
 
 
 # --- attention itself --------------------------------------------------------------------
 
 
-def draw_qkv(out_dir, png=False):
+def draw_qkv(out_dir):
     fig, ax = canvas(14.6, 6.6)
     cell = 0.32
     tokens = ["the", "cat", "sat"]
@@ -500,23 +513,23 @@ def draw_qkv(out_dir, png=False):
     x0, y0 = 0.95, 2.75
     g = grid(ax, x0, y0, 3, 5, cell, COLORS["input"])
     for i, t in enumerate(tokens):
-        ax.text(x0 - 0.1, y0 + (2 - i) * cell + cell / 2, t, ha="right", va="center", fontsize=SMALL)
-    ax.text(x0 + 2.5 * cell, y0 - 0.3, "X\n(T × d_model)", ha="center", va="top", fontsize=SMALL)
+        ax.text(x0 - 0.1, y0 + (2 - i) * cell + cell / 2, t, ha="right", va="center", fontsize=WIDE)
+    ax.text(x0 + 2.5 * cell, y0 - 0.3, "X\n(T × d_model)", ha="center", va="top", fontsize=WIDE)
     ax.text(
-        x0 + 2.5 * cell,
-        1.3,
-        "self-attention: S = T\n(one key and one value\nper token of X)",
+        1.55,
+        1.25,
+        "S = T here:\none key, one value\nper token of X",
         ha="center",
         va="center",
-        fontsize=SMALL - 1,
-        color="#555555",
+        fontsize=WIDE,
+        color=GREY,
     )
 
     rows = {"Q": 5.2, "K": 3.23, "V": 1.25}
     colors = {"Q": COLORS["q"], "K": COLORS["k"], "V": COLORS["v"]}
     mats = {}
     for name, y in rows.items():
-        b = box(ax, 3.8, y, 1.3, 0.62, f"× $W^{name}$", "white")
+        b = box(ax, 3.8, y, 1.3, 0.66, f"× $W^{name}$", "white", fontsize=WIDE_MATH)
         path_arrow(ax, [g["right"], (2.85, g["right"][1]), (2.85, y), b["left"]])
         mats[name] = grid(ax, 5.0, y - 1.5 * cell, 3, 3, cell, colors[name])
         arrow(ax, b["right"], mats[name]["left"])
@@ -526,92 +539,94 @@ def draw_qkv(out_dir, png=False):
             {"Q": "Q (T × d_k)", "K": "K (S × d_k)", "V": "V (S × d_v)"}[name],
             ha="center",
             va="top",
-            fontsize=SMALL,
+            fontsize=WIDE,
         )
     ax.text(
         3.8,
-        6.1,
-        "three learned projections\n(the same X, three different matrices)",
+        6.15,
+        "three learned projections\n(the same X, three matrices)",
         ha="center",
         va="center",
-        fontsize=SMALL - 1,
-        color="#555555",
+        fontsize=WIDE,
+        color=GREY,
     )
 
     # Scores: Q Kᵀ / √d_k.
-    sc = box(ax, 7.75, 4.2, 1.7, 0.8, "$Q K^{\\top} / \\sqrt{d_k}$", "white", fontsize=FONT + 1)
-    path_arrow(ax, [mats["Q"]["right"], (6.7, mats["Q"]["right"][1]), (6.7, 4.35), (sc["left"][0], 4.35)])
-    path_arrow(ax, [mats["K"]["right"], (6.7, mats["K"]["right"][1]), (6.7, 4.05), (sc["left"][0], 4.05)])
+    sc = box(ax, 7.8, 4.2, 2.1, 0.9, "$Q K^{\\top} / \\sqrt{d_k}$", "white", fontsize=WIDE_MATH + 2)
+    path_arrow(ax, [mats["Q"]["right"], (6.4, mats["Q"]["right"][1]), (6.4, 4.4), (sc["left"][0], 4.4)])
+    path_arrow(ax, [mats["K"]["right"], (6.4, mats["K"]["right"][1]), (6.4, 4.0), (sc["left"][0], 4.0)])
     scores = [[0.9, 0.3, 0.55], [0.2, 1.0, 0.65], [0.45, 0.8, 0.6]]
     sg = grid(ax, 9.15, 4.2 - 1.5 * cell, 3, 3, cell, "#b4a7d6", values=scores)
     arrow(ax, sc["right"], sg["left"])
-    ax.text(9.15 + 1.5 * cell, 4.2 - 1.5 * cell - 0.08, "scores\n(T × S)", ha="center", va="top", fontsize=SMALL)
-    sm = box(ax, 11.35, 4.2, 1.5, 0.8, "softmax\nover each row", COLORS["self_attn"], fontsize=SMALL)
+    ax.text(9.15 + 1.5 * cell, 4.2 - 1.5 * cell - 0.08, "scores\n(T × S)", ha="center", va="top", fontsize=WIDE)
+    sm = box(ax, 11.3, 4.2, 1.75, 0.9, "softmax\nover each row", COLORS["self_attn"], fontsize=WIDE)
     arrow(ax, sg["right"], sm["left"])
     weights = [[0.62, 0.1, 0.28], [0.05, 0.8, 0.15], [0.2, 0.55, 0.25]]
     wg = grid(ax, 12.55, 4.2 - 1.5 * cell, 3, 3, cell, COLORS["self_attn"], values=weights)
     arrow(ax, sm["right"], wg["left"])
     ax.text(
-        12.55 + 1.5 * cell, 4.2 + 1.5 * cell + 0.1, "weights A\nrows sum to 1", ha="center", va="bottom", fontsize=SMALL
+        12.55 + 1.5 * cell, 4.2 + 1.5 * cell + 0.1, "weights A\nrows sum to 1", ha="center", va="bottom", fontsize=WIDE
     )
 
     # Weighted sum of the values.
-    ws = box(ax, 11.35, 1.25, 1.5, 0.8, "$A\\,V$\nweighted sum", "white", fontsize=SMALL)
-    path_arrow(ax, [wg["bottom"], (wg["bottom"][0], 1.9), (11.35, 1.9), ws["top"]])
+    ws = box(ax, 11.3, 1.25, 1.75, 0.9, "$A\\,V$\nweighted sum", "white", fontsize=WIDE)
+    path_arrow(ax, [wg["bottom"], (wg["bottom"][0], 1.95), (11.3, 1.95), ws["top"]])
     arrow(ax, mats["V"]["right"], ws["left"])
     out = grid(ax, 12.55, 1.25 - 1.5 * cell, 3, 3, cell, "#cfe2f3")
     arrow(ax, ws["right"], out["left"])
-    ax.text(12.55 + 1.5 * cell, 1.25 - 1.5 * cell - 0.08, "output\n(T × d_v)", ha="center", va="top", fontsize=SMALL)
+    ax.text(12.55 + 1.5 * cell, 1.25 - 1.5 * cell - 0.08, "output\n(T × d_v)", ha="center", va="top", fontsize=WIDE)
     ax.text(
-        8.9,
-        0.55,
+        8.3,
+        0.5,
         "each output row mixes the value rows,\nweighted by how well its query\nmatched each key",
         ha="center",
         va="center",
-        fontsize=SMALL - 1,
-        color="#555555",
+        fontsize=WIDE,
+        color=GREY,
     )
-    return save(fig, out_dir, "qkv", png)
+    return save(fig, out_dir, "qkv")
 
 
-def draw_multi_head(out_dir, png=False):
-    fig, ax = canvas(14.3, 8.5)
+def draw_multi_head(out_dir):
+    fig, ax = canvas(14.3, 8.6)
     n_heads = 4
-    bar_h = 0.42
-    rows = {"Q": 2.6, "K": 1.95, "V": 1.3}  # one row per projection, Q on top
-    col_w, gap, x0 = 1.8, 0.35, 3.6  # head h's slices sit in column h, under head h
+    bar_h = 0.52
+    rows = {"Q": 2.8, "K": 2.08, "V": 1.36}  # one row per projection, Q on top
+    col_w, gap, x0 = 1.75, 0.3, 3.9  # head h's slices sit in column h, under head h
     col_left = [x0 + h * (col_w + gap) for h in range(n_heads)]
     head_xs = [left + col_w / 2 for left in col_left]
     mid = (col_left[0] + col_left[-1] + col_w) / 2
 
     # X -> three projections.
-    ax.text(0.65, rows["K"], "X\n(T × d_model)", ha="center", va="center", fontsize=SMALL)
-    spine = 1.35
-    ax.plot([1.2, spine], [rows["K"]] * 2, color=INK, lw=1.5, zorder=1)
+    ax.text(0.8, rows["K"], "X", ha="center", va="center", fontsize=WIDE_MATH)
+    ax.text(0.8, rows["K"] - 0.4, "(T × d_model)", ha="center", va="center", fontsize=WIDE)
+    spine = 1.65
+    ax.plot([1.0, spine], [rows["K"]] * 2, color=INK, lw=1.5, zorder=1)
     ax.plot([spine, spine], [rows["V"], rows["Q"]], color=INK, lw=1.5, zorder=1)
     for name, y in rows.items():
-        b = box(ax, 2.45, y, 1.5, 0.48, f"Linear $W^{name}$", "white", fontsize=SMALL + 1)
+        b = box(ax, 2.8, y, 1.5, 0.56, f"× $W^{name}$", "white", fontsize=WIDE_MATH)
         arrow(ax, (spine, y), b["left"])
         arrow(ax, b["right"], (x0, y))
         # One projection is one row, Q = [Q_1 | Q_2 | Q_3 | Q_4]: a line joins its slices across the columns.
         ax.plot([x0, col_left[-1] + col_w], [y, y], color=INK, lw=1.2, zorder=1)
-        ax.text(col_left[-1] + col_w + 0.3, y, f"$XW^{name}$  (T × d_model)", ha="left", va="center", fontsize=SMALL)
+        ax.text(col_left[-1] + col_w + 0.25, y, f"$XW^{name}$", ha="left", va="center", fontsize=WIDE_MATH)
         for h, left in enumerate(col_left):  # the projection, cut into h slices of d_k columns
             ax.add_patch(Rectangle((left, y - bar_h / 2), col_w, bar_h, fc=HEAD_COLORS[h], ec=INK, lw=1.0, zorder=2))
-            ax.text(left + col_w / 2, y, f"$XW^{name}_{h + 1}$", ha="center", va="center", fontsize=SMALL, zorder=3)
+            ax.text(left + col_w / 2, y, f"$XW^{name}_{h + 1}$", ha="center", va="center", fontsize=WIDE_MATH, zorder=3)
+    ax.text(col_left[-1] + col_w + 0.25, rows["V"] - 0.55, "(each T × d_model)", ha="left", va="center", fontsize=WIDE)
     ax.text(
         mid,
-        0.62,
-        "split: each projection (T × d_model) is cut into h = 4 slices of d_k = d_model / h columns;\n"
-        "slice i of $XW^Q$ is $XW_i^Q$, head i's query in the paper's formula (notebook 02's loop shows why)",
+        0.5,
+        "split: each projection is cut into h = 4 slices of d_k = d_model / h columns;\n"
+        "slice i is head i's query, key or value (notebook 02's loop shows why)",
         ha="center",
         va="center",
-        fontsize=SMALL,
-        color="#555555",
+        fontsize=WIDE,
+        color=GREY,
     )
 
     # Each head takes its own column of slices.
-    head_y, frame_pad = 3.95, 0.1
+    head_y, frame_pad = 4.2, 0.1
     frame_top = rows["Q"] + bar_h / 2 + frame_pad
     for h, (left, hx) in enumerate(zip(col_left, head_xs)):
         ax.add_patch(
@@ -634,23 +649,23 @@ def draw_multi_head(out_dir, png=False):
             head_y,
             col_w + 0.15,
             0.9,
-            f"head {h + 1}\nAttention($XW^Q_{h + 1}$, $XW^K_{h + 1}$, $XW^V_{h + 1}$)",
+            f"head {h + 1}\nattention on\ncolumn {h + 1}",
             HEAD_COLORS[h],
-            fontsize=SMALL - 1,
+            fontsize=WIDE,
         )
     ax.text(
         0.15,
-        head_y,
-        "the heads attend in parallel,\neach in its own\nd_k-dimensional subspace",
+        head_y + 0.1,
+        "the heads attend\nin parallel, each in\nits own d_k-dimensional\nsubspace",
         ha="left",
         va="center",
-        fontsize=SMALL,
-        color="#555555",
+        fontsize=WIDE,
+        color=GREY,
     )
 
     # Concat.
     chunk_w = 0.55
-    concat_y = 5.3
+    concat_y = 5.5
     x_left = mid - n_heads * chunk_w / 2
     for h, hx in enumerate(head_xs):
         cx = x_left + (h + 0.5) * chunk_w
@@ -660,22 +675,22 @@ def draw_multi_head(out_dir, png=False):
         ax.add_patch(
             Rectangle((x_left + h * chunk_w, concat_y), chunk_w, bar_h, fc=HEAD_COLORS[h], ec=INK, lw=1.0, zorder=2)
         )
-        ax.text(cx, concat_y + bar_h / 2, str(h + 1), ha="center", va="center", fontsize=SMALL - 1, zorder=3)
+        ax.text(cx, concat_y + bar_h / 2, str(h + 1), ha="center", va="center", fontsize=WIDE, zorder=3)
     ax.text(
         x_left + n_heads * chunk_w + 0.2,
         concat_y + bar_h / 2,
         "concat: T × (h · d_k) = T × d_model",
         ha="left",
         va="center",
-        fontsize=SMALL,
+        fontsize=WIDE,
     )
-    arrow(ax, (mid, concat_y + bar_h), (mid, 6.2))
-    b = box(ax, mid, 6.5, 2.2, 0.6, "Linear $W^O$", "white")
-    ax.text(mid + 1.3, 6.5, "mixes the heads back together", ha="left", va="center", fontsize=SMALL, color="#555555")
-    arrow(ax, b["top"], (mid, 7.3))
-    ax.add_patch(Rectangle((x_left, 7.3), n_heads * chunk_w, bar_h, fc=COLORS["self_attn"], ec=INK, lw=1.0))
-    ax.text(mid, 8.1, "MultiHead(X, X, X)  (T × d_model): self-attention", ha="center", va="center", fontsize=FONT)
-    return save(fig, out_dir, "multi_head", png)
+    arrow(ax, (mid, concat_y + bar_h), (mid, 6.4))
+    b = box(ax, mid, 6.75, 2.3, 0.7, "Linear $W^O$", "white", fontsize=WIDE_MATH)
+    ax.text(mid + 1.35, 6.75, "mixes the heads back together", ha="left", va="center", fontsize=WIDE, color=GREY)
+    arrow(ax, b["top"], (mid, 7.5))
+    ax.add_patch(Rectangle((x_left, 7.5), n_heads * chunk_w, bar_h, fc=COLORS["self_attn"], ec=INK, lw=1.0))
+    ax.text(mid, 8.3, "MultiHead(X, X, X)  (T × d_model): self-attention", ha="center", va="center", fontsize=WIDE)
+    return save(fig, out_dir, "multi_head")
 
 
 DRAWERS = {
@@ -692,12 +707,11 @@ def main(argv: list[str] | None = None) -> list[Path]:
     parser.add_argument(
         "out_dir", nargs="?", default=str(Path(__file__).resolve().parent), help="where to write (default: images/)"
     )
-    parser.add_argument("--png", action="store_true", help="also write PNG renders, to look at")
     args = parser.parse_args(argv)
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     with plt.rc_context({"svg.hashsalt": "transformer-lessons", "font.family": "DejaVu Sans", "svg.fonttype": "path"}):
-        return [DRAWERS[name](out_dir, args.png) for name in FIGURES]
+        return [DRAWERS[name](out_dir) for name in FIGURES]
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import base64
 import hashlib
+import io
 import json
 import os
 import re
@@ -338,6 +339,18 @@ def test_stamp_keeps_an_executed_setup_cell_and_check_sees_changes(course_root, 
     assert colab.run(course_root, course, check=True, dirs=("notebooks",)) == []
 
 
+def test_a_comment_change_keeps_the_setup_cells_run_and_a_code_change_does_not(course_root, monkeypatch):
+    course = colab.read_course(course_root / "pyproject.toml")
+    nb = colab.stamp(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")]), "notebooks/x.ipynb", course)
+    _cell(nb, "colab-setup").execution_count = 1
+    real = colab.setup_source
+    monkeypatch.setattr(colab, "setup_source", lambda *a: real(*a).replace("# Keep Colab's", "# Still keep Colab's"))
+    assert _cell(colab.stamp(nb, "notebooks/x.ipynb", course), "colab-setup").execution_count == 1
+    monkeypatch.setattr(colab, "setup_source", lambda *a: real(*a) + "\nprint('more')")
+    assert _cell(colab.stamp(nb, "notebooks/x.ipynb", course), "colab-setup").execution_count is None
+    assert colab.same_code("a = 1  # one", "a = 1  # the first") and not colab.same_code("a = 1", "a = 2")
+
+
 # Other projects whose address a script may name: Colab's published list of its packages (scripts/colab_constraints.py).
 OTHER_PROJECTS = {"googlecolab/backend-info"}
 # Where an owner/repo can hide in a notebook: github.com/<o>/<r>, Colab's github/<o>/<r>, raw files.
@@ -503,6 +516,19 @@ def test_translator_notebook_says_a_gpu_is_only_for_training_your_own():
 # --- figures -----------------------------------------------------------------------
 
 RAW = "https://raw.githubusercontent.com/example-owner/example-course/main"
+
+
+def _png(colour: str) -> bytes:
+    """A one-pixel PNG: stands in for what images/make_figures.py writes beside fig.svg."""
+    from PIL import Image  # matplotlib's own dependency
+
+    out = io.BytesIO()
+    Image.new("RGB", (1, 1), colour).save(out, format="PNG")
+    return out.getvalue()
+
+
+PNG = _png("white")
+EMBEDDED = "data:image/png;base64," + base64.b64encode(PNG).decode("ascii")
 FIGURE_CELL = """\
 Some text.
 
@@ -510,15 +536,18 @@ Some text.
 
 ![With a title](../images/fig.svg "hover text") and [a plain link](../images/fig.svg).
 
+[![Stamped before](https://raw.githubusercontent.com/someone/old-fork/dev/images/fig.svg)](../images/fig.svg)
+
 ![elsewhere](https://example.org/x.png) ![pasted](attachment:p.png) ![curve](../results/curve.png)
 """
 
 
 @pytest.fixture
 def figure_root(course_root: Path) -> Path:
-    """The tiny course plus images/fig.svg and a notebook that shows it."""
+    """The tiny course plus images/fig.svg (and its PNG twin) and a notebook that shows it."""
     (course_root / "images").mkdir()
     (course_root / "images" / "fig.svg").write_text("<svg xmlns='http://www.w3.org/2000/svg'/>", encoding="utf-8")
+    (course_root / "images" / "fig.png").write_bytes(PNG)
     _write_notebook(course_root, "03_figure.ipynb", [nbformat.v4.new_markdown_cell(FIGURE_CELL), _code("x = 1")])
     return course_root
 
@@ -527,41 +556,48 @@ def _markdown(path: Path) -> str:
     return "\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown")
 
 
-def test_figures_point_at_github_in_both_versions(figure_root):
+def test_figures_are_embedded_in_both_versions(figure_root):
     course = colab.read_course(figure_root / "pyproject.toml")
     source = nbformat.read(figure_root / "notebooks" / "03_figure.ipynb", as_version=4)
     stamped = colab.stamp(source, "notebooks/03_figure.ipynb", course)
     assert _cell(source, "c01").source == FIGURE_CELL  # stamping copies; the notebook passed in stays
 
     text = _cell(stamped, "c01").source
-    assert f"![A figure, described]({RAW}/images/fig.svg)" in text
-    # Offline the raw address cannot load: the image links to the file in the checkout (JupyterLab opens it).
-    assert f"[![A figure, described]({RAW}/images/fig.svg)](../images/fig.svg)" in text
-    assert f'![With a title]({RAW}/images/fig.svg "hover text")' in text
-    # Only images of the project's own figures move: links, other sites, attachments, other folders stay.
+    # Each figure is its PNG twin inside the notebook; the title names the file; the alt text stays.
+    assert f'![A figure, described]({EMBEDDED} "images/fig.png")' in text
+    assert f'![With a title]({EMBEDDED} "images/fig.png")' in text
+    # An earlier stamp (a raw GitHub address, wrapped in a link to ../images) loses both: no network, no dead link.
+    assert f'\n![Stamped before]({EMBEDDED} "images/fig.png")\n' in text
+    assert "raw.githubusercontent" not in text and "](../images/" not in text.replace("[a plain link]", "")
+    # Only images of the project's own figures change: links, other sites, attachments, other folders stay.
     assert "[a plain link](../images/fig.svg)" in text
     for kept in ("(https://example.org/x.png)", "(attachment:p.png)", "(../results/curve.png)"):
         assert kept in text
+    assert (
+        _cell(colab.stamp(stamped, "notebooks/03_figure.ipynb", course), "c01").source == text
+    )  # stamping again: same
 
     build_learner.write_all(figure_root, course)
     colab.run(figure_root, course, check=False)
     for folder in ("notebooks", "learner"):
         markdown = _markdown(figure_root / folder / "03_figure.ipynb")
-        assert f"({RAW}/images/fig.svg)" in markdown and not re.search(r"!\[[^\]]*\]\(\.\./images/", markdown), folder
+        assert markdown.count(EMBEDDED) == 3 and RAW not in markdown, folder
+        assert not re.search(r"!\[[^\]]*\]\(\.\./images/", markdown), folder
     assert colab.run(figure_root, course, check=True) == []
     assert build_learner.stale_files(figure_root, course) == []
 
 
-def test_figure_links_follow_the_repository_address(figure_root):
+def test_a_changed_figure_is_embedded_afresh(figure_root):
     course = colab.read_course(figure_root / "pyproject.toml")
-    colab.run(figure_root, course, check=False, dirs=("notebooks",))
-    moved = colab.Course(repository="https://github.com/someone-else/fork", pins=course.pins, root=figure_root)
     path = figure_root / "notebooks" / "03_figure.ipynb"
-    assert path in colab.run(figure_root, moved, check=True, dirs=("notebooks",))
-    colab.run(figure_root, moved, check=False, dirs=("notebooks",))
-    markdown = _markdown(path)
-    assert "raw.githubusercontent.com/someone-else/fork/main/images/fig.svg" in markdown
-    assert "example-owner" not in markdown
+    colab.run(figure_root, course, check=False, dirs=("notebooks",))
+    assert colab.run(figure_root, course, check=True, dirs=("notebooks",)) == []
+    redrawn = _png("black")  # images/make_figures.py drew the figure again, differently
+    (figure_root / "images" / "fig.png").write_bytes(redrawn)
+    assert colab.run(figure_root, course, check=True, dirs=("notebooks",)) == [path]
+    colab.run(figure_root, course, check=False, dirs=("notebooks",))
+    assert base64.b64encode(redrawn).decode("ascii") in _markdown(path)
+    assert base64.b64encode(PNG).decode("ascii") not in _markdown(path)
 
 
 def test_a_missing_figure_stops_stamping_before_anything_is_written(figure_root, capsys):
@@ -571,7 +607,7 @@ def test_a_missing_figure_stops_stamping_before_anything_is_written(figure_root,
     )
     before = {p: p.read_bytes() for p in colab.notebook_paths(figure_root)}
     assert colab.main(["--root", str(figure_root)]) == 2
-    assert "notebooks/03_figure.ipynb shows images/nope.svg" in capsys.readouterr().err
+    assert "notebooks/03_figure.ipynb shows images/nope.png" in capsys.readouterr().err
     assert {p: p.read_bytes() for p in colab.notebook_paths(figure_root)} == before
     assert colab.main(["--root", str(figure_root), "--check"]) == 2
 

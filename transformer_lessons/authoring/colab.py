@@ -1,4 +1,4 @@
-"""Stamp Google Colab support into the course notebooks: a badge, a setup cell, figure links.
+"""Stamp Google Colab support into the course notebooks: a badge, a setup cell, embedded figures.
 
 Every notebook (solution versions in ``notebooks/``, learner versions in
 ``learner/``) gets two cells, recognised by their metadata tag so that stamping
@@ -18,15 +18,10 @@ again replaces them instead of adding more:
   packages, its PyTorch included. Anywhere else the cell does nothing and
   prints nothing, so nbval sees the same (empty) output on every machine.
 
-Stamping also points the figures at GitHub: a markdown image whose target is a
-file in ``images/`` (written relative to the notebook, ``../images/qkv.svg``, or
-as a raw GitHub address of an earlier stamp) becomes
-``https://raw.githubusercontent.com/<owner>/<repo>/<branch>/images/qkv.svg``.
-Colab copies only the notebook, so relative paths cannot resolve there, and
-Colab ignores cell attachments (and SVG ``data:`` URLs). The image is wrapped in a
-link to the file in the checkout, ``[![alt](raw address)](../images/qkv.svg)``:
-offline, where the raw address cannot load, JupyterLab shows the alt text, and
-clicking it opens the figure from ``images/``. The alt text stays as it was.
+Stamping also embeds the project's figures in the markdown cells, as PNG
+``data:`` URLs made from ``images/`` (see :mod:`transformer_lessons.authoring.figures`):
+Colab copies only the notebook, and JupyterLab in a classroom has no network, so
+neither a relative path nor a GitHub address would show them everywhere.
 
 The repository address has one home: ``[project.urls] Repository`` in
 ``pyproject.toml``; what the setup cell installs is the version of
@@ -43,13 +38,16 @@ Usage (from the repository root; ``make learner`` runs it)::
 from __future__ import annotations
 
 import argparse
-import posixpath
+import io
 import re
 import sys
+import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
+
+from transformer_lessons.authoring import figures
 
 # The checkout this package lives in (the course is installed editable, ``pip install -e .``):
 # transformer_lessons/authoring/colab.py -> the repository root.
@@ -62,15 +60,6 @@ SETUP_TAG = "colab-setup"
 COLAB_TAGS = (BADGE_TAG, SETUP_TAG)
 BRANCH = "main"
 BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
-RAW_HOST = "https://raw.githubusercontent.com"
-FIGURES_DIR = "images"  # the project's own figures; notebooks show them from GitHub
-
-# A markdown image, ![alt](target) or ![alt](target "title"): groups head, target, tail.
-MARKDOWN_IMAGE = re.compile(r'(!\[[^\]]*\]\()([^)\s]+)((?:\s+"[^"]*")?\))')
-# The same image, possibly wrapped in a link, [![alt](target)](link): groups as above, plus link (or None).
-FIGURE = re.compile(r"\[" + MARKDOWN_IMAGE.pattern + r"\]\(([^)\s]+)\)|" + MARKDOWN_IMAGE.pattern)
-# A figure at a raw GitHub address of any repository and branch: group 1 is images/<file>.
-RAW_FIGURE = re.compile(rf"{re.escape(RAW_HOST)}/[\w.-]+/[\w.-]+/[\w.-]+/({FIGURES_DIR}/[\w./-]+)")
 
 # Colab ships torch, numpy, matplotlib, seaborn, IPython, ipywidgets, spacy and tqdm (requirements/colab.txt);
 # these are the course's dependencies it does not ship (installed at the locked version).
@@ -93,7 +82,7 @@ class Course:
     pins: dict[
         str, str
     ]  # package name -> what to install: name==<locked version>, else the requirement of pyproject.toml
-    root: Path = ROOT  # the checkout whose images/ the figure links point at
+    root: Path = ROOT  # the checkout whose images/ the notebooks embed
 
     @property
     def github_path(self) -> str:
@@ -114,10 +103,6 @@ class Course:
 
     def pip_source(self) -> str:
         return f"git+https://github.com/{self.github_path}@{BRANCH}"
-
-    def raw_url(self, rel_path: str) -> str:
-        """Where a browser fetches the file ``rel_path`` of the repository (Colab included)."""
-        return f"{RAW_HOST}/{self.github_path}/{BRANCH}/{rel_path}"
 
 
 def _parse_pyproject(text: str) -> dict:
@@ -212,7 +197,7 @@ def setup_source(rel_path: str, course: Course) -> str:
         f'    subprocess.run([*pip, "--no-deps", "{course.pip_source()}"], check=True)',
         "    from google.colab import output",
         "",
-        "    output.enable_custom_widget_manager()  # the course's explorers and widgets are ipywidgets",
+        "    output.enable_custom_widget_manager()  # for the widgets of the notebooks that have them; harmless elsewhere",
     ]
     return "\n".join(lines)
 
@@ -220,56 +205,28 @@ def setup_source(rel_path: str, course: Course) -> str:
 # --- figures -----------------------------------------------------------------------
 
 
-def _figure_path(target: str, rel_path: str, course: Course) -> str | None:
-    """``images/<file>`` when the image ``target`` is one of the project's figures, else ``None``.
-
-    A relative target is resolved from the notebook's folder (``rel_path``); a raw
-    GitHub address counts when the file it names exists in this checkout's ``images/``
-    (it was stamped from an earlier repository address or branch).
-    """
-    raw = RAW_FIGURE.fullmatch(target)
-    if raw:
-        return raw[1] if (course.root / raw[1]).is_file() else None
-    if re.match(r"^[a-z][a-z0-9+.-]*:|^/|^#", target, re.I):  # https:, data:, attachment:, /abs, #anchor
-        return None
-    path = posixpath.normpath(posixpath.join(posixpath.dirname(rel_path), target))
-    return path if path.startswith(f"{FIGURES_DIR}/") else None
-
-
-def figure_links(source: str, rel_path: str, course: Course) -> str:
-    """``source`` (a markdown cell of the notebook ``rel_path``) with its figures at their raw GitHub address.
-
-    Each figure becomes ``[![alt](raw address)](local path)``, the local path relative to
-    the notebook; a link the author put around the image to somewhere else is kept.
-    """
-
-    def repoint(match: re.Match) -> str:
-        linked = match[1] is not None
-        head, target, tail, link = match.group(1, 2, 3, 4) if linked else (*match.group(5, 6, 7), None)
-        path = _figure_path(target, rel_path, course)
-        if path is None:
-            return match[0]
-        local = posixpath.relpath(path, posixpath.dirname(rel_path) or ".")
-        if link is not None and _figure_path(link, rel_path, course) is None:
-            local = link  # the author's own link
-        return f"[{head}{course.raw_url(path)}{tail}]({local})"
-
-    return FIGURE.sub(repoint, source)
-
-
 def missing_figures(nb, rel_path: str, course: Course) -> list[str]:
-    """The ``images/...`` files that ``nb``'s markdown shows but that are not in the checkout."""
-    ours = course.raw_url("")  # https://raw.githubusercontent.com/<owner>/<repo>/<branch>/
+    """The ``images/...`` files that ``nb``'s markdown shows (or would embed) but that are not in the checkout."""
     missing = []
     for cell in nb.cells:
-        if cell.cell_type != "markdown":
-            continue
-        for match in MARKDOWN_IMAGE.finditer(_text(cell)):
-            target = match[2]
-            path = target[len(ours) :] if target.startswith(ours) else _figure_path(target, rel_path, course)
-            if path and path.startswith(f"{FIGURES_DIR}/") and not (course.root / path).is_file():
-                missing.append(path)
+        if cell.cell_type == "markdown":
+            shown = figures.shown_figures(_text(cell), rel_path)
+            missing += [path for path in shown if not (course.root / path).is_file()]
     return missing
+
+
+def same_code(a: str, b: str) -> bool:
+    """Do two Python sources differ at most in their comments (and the blank space around them)?"""
+    def tokens(text: str) -> list[tuple[int, str]]:
+        skip = (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT)
+        try:
+            return [
+                (t.type, t.string) for t in tokenize.generate_tokens(io.StringIO(text).readline) if t.type not in skip
+            ]
+        except (tokenize.TokenError, SyntaxError):
+            return [(-1, text)]
+
+    return tokens(a) == tokens(b)
 
 
 def _cell(kind: str, tag: str, source: str):
@@ -289,8 +246,8 @@ def strip(nb):
 def stamp(nb, rel_path: str, course: Course):
     """A copy of ``nb`` with up-to-date Colab cells (badge first, setup before the first code cell).
 
-    The figures of its markdown cells point at their raw GitHub address (see
-    :func:`figure_links`). A Colab cell whose source is already right is kept as
+    The project's figures in its markdown cells are embedded from ``images/`` (see
+    :func:`figures.embed_figures`). A Colab cell whose source is already right is kept as
     it is (outputs and execution count included), so stamping an executed
     notebook that is in sync changes nothing.
     """
@@ -300,11 +257,15 @@ def stamp(nb, rel_path: str, course: Course):
         cell = old.get(tag)
         if cell is not None and cell.cell_type == kind and _text(cell) == source:
             return cell
-        return _cell(kind, tag, source)
+        new = _cell(kind, tag, source)
+        if cell is not None and kind == "code" and cell.cell_type == kind and same_code(_text(cell), source):
+            # Only a comment changed: the cell runs as before, so its run (count, outputs) still stands.
+            new["execution_count"], new["outputs"] = cell.get("execution_count"), cell.get("outputs", [])
+        return new
 
     out = strip(nb)
     out.nbformat_minor = max(5, out.get("nbformat_minor", 5))  # nbformat 4.5: cells carry ids
-    cells = [_with_figure_links(c, rel_path, course) for c in out.cells]
+    cells = [_with_figures(c, rel_path, course) for c in out.cells]
     first_code = next((i for i, c in enumerate(cells) if c.cell_type == "code"), len(cells))
     cells.insert(first_code, fresh("code", SETUP_TAG, setup_source(rel_path, course)))
     cells.insert(0, fresh("markdown", BADGE_TAG, badge_source(rel_path, course)))
@@ -312,12 +273,12 @@ def stamp(nb, rel_path: str, course: Course):
     return out
 
 
-def _with_figure_links(cell, rel_path: str, course: Course):
-    """``cell`` itself, or for a markdown cell whose figures move, a copy with the new links."""
+def _with_figures(cell, rel_path: str, course: Course):
+    """``cell`` itself, or for a markdown cell whose figures change, a copy with them embedded afresh."""
     if cell.cell_type != "markdown":
         return cell
     text = _text(cell)
-    linked = figure_links(text, rel_path, course)
+    linked = figures.embed_figures(text, rel_path, course.root)
     if linked == text:
         return cell
     moved = nbformat.from_dict(cell)  # a copy: the notebook passed in stays as it was
