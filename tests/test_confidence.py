@@ -79,3 +79,16 @@ def test_the_threshold_is_the_committed_measurement_of_the_course_model():
     record = json.loads((Path(__file__).resolve().parents[1] / "results/confidence/results.json").read_text("utf-8"))
     assert record["checkpoint"] == pretrained.COURSE_MODEL_PATH, "measure the course's model again"
     assert UNUSUAL_BELOW == round(record["threshold"], 3)
+
+
+def test_spearman_is_the_correlation_of_the_ranks():
+    from transformer_lessons.confidence import spearman
+
+    assert spearman([1.0, 2.0, 3.0], [10.0, 20.0, 40.0]) == pytest.approx(1.0)  # any rising relation: 1
+    assert spearman([1.0, 2.0, 3.0], [5.0, 4.0, -9.0]) == pytest.approx(-1.0)
+    # ties share the mean of their ranks: x ranks (1.5, 1.5, 3, 4), y (1, 2.5, 2.5, 4); SciPy's spearmanr gives 5/6
+    assert spearman([1, 1, 2, 3], [1, 2, 2, 3]) == pytest.approx(5 / 6)
+    x = [0.3, -1.2, 0.8, 2.0, -0.1, 0.5]
+    assert spearman(x, [v**3 for v in x]) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="same length"):
+        spearman([1.0, 2.0], [1.0])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import random
 import re
 
 import pytest
@@ -23,6 +24,7 @@ from transformer_lessons.heads import (
     head_importance,
     heads_off,
     prune_by_importance,
+    prune_in_order,
 )
 from transformer_lessons.masks import causal_mask, padding_mask
 from transformer_lessons.model import Transformer, make_model
@@ -276,3 +278,32 @@ def test_pruning_switches_heads_off_in_the_order_of_importance(toy, importance):
     measured = prune_by_importance(model, sources, references, counts=[0], n=3, progress=False, **vocab)
     assert measured.counts == [0] and len(measured.order) == n_heads and measured.n_sentences == 3
     assert all(mask is None for mask in _masks(model))
+
+
+def test_pruning_in_any_order_switches_off_the_first_k_of_that_order(toy):
+    model, vocab, sources, references = toy
+    heads = all_heads(model)
+    order = random.Random(3).sample(heads, len(heads))
+    curve = prune_in_order(model, sources, references, order=order, counts=[0, 2, len(heads)], progress=False, **vocab)
+    assert curve.order == order and curve.counts == [0, 2, len(heads)]
+    for k, bleu in zip(curve.counts, curve.bleu):
+        assert bleu == pytest.approx(bleu_with_heads_off(model, sources, references, order[:k], **vocab))
+    with pytest.raises(ValueError, match="names a head twice"):
+        prune_in_order(model, sources, references, order=[heads[0], heads[0]], progress=False, **vocab)
+    with pytest.raises(ValueError, match="there is no head 5"):
+        prune_in_order(model, sources, references, order=[("cross", 0, 5)], progress=False, **vocab)
+    assert all(mask is None for mask in _masks(model))
+
+
+def test_head_importance_keeps_the_translations_a_paired_test_needs(toy):
+    model, vocab, sources, references = toy
+    head = ("encoder", 0, 1)
+    kept = head_importance(
+        model, sources, references, n=4, heads=[head], progress=False, keep_translations=True, **vocab
+    )
+    assert kept.translations[None] == translate(model, sources[:4], **vocab)
+    with heads_off(model, [head]):
+        assert kept.translations[head] == translate(model, sources[:4], **vocab)
+    assert kept.bleu[head] == pytest.approx(_bleu(kept.translations[head], references[:4]))
+    assert "translations" not in kept.to_dict()
+    assert head_importance(model, sources, references, n=4, heads=[head], progress=False, **vocab).translations is None

@@ -665,3 +665,12 @@ def test_the_explorer_title_names_only_what_can_change():
     assert one.describe() == "T: head 1"
     two_layers = attention_explorer([torch.rand(3, 6, 6).softmax(-1)] * 2, list("abcdef"), title="T", head=1)
     assert "layer 0" in two_layers.describe()
+
+
+def test_the_stepper_heatmap_has_its_colour_scale_and_the_bars_stay_over_their_columns():
+    stepper = viz.generation_stepper(["Ein", "Mann", "."], ["A", "man", "."], torch.rand(1, 3, 3).softmax(-1))
+    fig = stepper.figure
+    assert any(ax.get_ylabel() == "attention weight" for ax in fig.axes)  # the colorbar
+    fig.canvas.draw() if hasattr(fig.canvas, "draw") else None
+    bar, heat = fig.axes[0].get_position(), fig.axes[1].get_position()
+    assert bar.x0 == pytest.approx(heat.x0) and bar.x1 == pytest.approx(heat.x1)

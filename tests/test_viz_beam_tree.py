@@ -224,3 +224,25 @@ def test_the_course_model_beam_tree_is_its_beam_search():
     tree = explorer.tree
     assert len(tree.finished) == 4 and tree.score == max(node.score for node in tree.finished)
     assert explorer.figure is not None and len(_node_texts(explorer.figure.axes[0])) == len(tree.nodes)
+
+
+def test_the_trees_pictures_keep_32_colours_and_other_figures_256(hand_made_tree):
+    """A beam tree is flat boxes and text: its PNGs (inline, widget) keep 32 colours, a quarter fewer bytes."""
+    import io
+
+    from PIL import Image
+
+    from transformer_lessons.viz.widgets import PALETTE, compact_png, figure_png, palette_of
+
+    ax = viz.plot_beam_tree(hand_made_tree, TABLE_WORDS)
+    assert palette_of(ax.figure) == getattr(ax.figure, PALETTE) == 32
+    colours = Image.open(io.BytesIO(figure_png(ax.figure))).convert("RGB").getcolors(maxcolors=10_000)
+    assert len(colours) <= 32
+    other, _ = plt.subplots()
+    assert palette_of(other) == 256
+    shared, shared_ax = plt.subplots()  # drawn into the learner's own axes: their figure keeps its 256 colours
+    viz.plot_beam_tree(hand_made_tree, TABLE_WORDS, ax=shared_ax)
+    assert palette_of(shared) == 256
+    buffer = io.BytesIO()
+    ax.figure.savefig(buffer, format="png")
+    assert len(Image.open(io.BytesIO(compact_png(buffer.getvalue(), 8))).convert("RGB").getcolors()) <= 8

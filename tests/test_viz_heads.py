@@ -171,3 +171,43 @@ def test_the_switchboard_displays_as_the_other_widgets_do(parts, monkeypatch):
     assert "2 of 24 heads off" in own["text/plain"]
     empty = viz.head_switchboard(model, src_vocab, tgt_vocab, sentence="")
     assert len(_displayed(empty, monkeypatch)) == 1  # nothing translated, no picture to copy
+
+
+def test_the_heatmap_frames_exactly_the_heads_that_beat_the_noise():
+    importance = _importance()
+    p_values = {head: 0.5 for head in importance.bleu}
+    p_values[("encoder", 1, 2)] = 0.01
+    p_values[("cross", 0, 0)] = 0.049
+    ax = viz.plot_head_importance(importance, p_values=p_values)
+    frames = sorted((int(p.get_x()), int(p.get_y())) for p in ax.patches if not p.get_fill())
+    assert frames == sorted([(2, ROWS.index(("encoder", 1))), (0, ROWS.index(("cross", 0)))])
+    assert "p < 0.05" in ax.get_xlabel() and "24 tests" in ax.get_xlabel()
+
+
+def test_the_pruning_curve_draws_the_random_orders_beside_it():
+    order = [(kind, layer, head) for kind, layer in ROWS for head in range(4)]
+    curve = PruningCurve(order, [0, 8, 24], [30.0, 28.0, 3.0], 100, 1, 1.0)
+    shuffled = [PruningCurve(order[::-1], [0, 8, 24], [30.0, 20.0 - i, 1.0], 100, 1, 1.0) for i in range(3)]
+    ax = viz.plot_pruning_curve(curve, random_orders=shuffled, title="held out")
+    lines = [line for line in ax.get_lines() if len(line.get_xdata()) == 3]
+    assert len(lines) == 4 and [list(line.get_ydata()) for line in lines[:3]] == [c.bleu for c in shuffled]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "random orders (3)" in labels and ax.get_title() == "held out"
+
+
+def test_the_signal_against_quality_draws_every_translation_of_the_record():
+    from transformer_lessons import records
+
+    record = records.confidence_record()
+    fig = viz.plot_signal_vs_quality(record)
+    left, right = fig.axes
+    assert sum(len(c.get_offsets()) for c in left.collections) == len(record["signals"]["test"])
+    assert f"Spearman {record['quality']['test_2016_flickr']['spearman_signal_chrf']:.2f}" in left.get_title()
+    assert f"AUROC {record['quality']['auroc_flickr_vs_mscoco']:.2f}" in right.get_title()
+    assert any(line.get_xdata()[0] == pytest.approx(record["threshold"]) for line in left.get_lines())
+
+
+def test_a_drop_that_rounds_to_zero_is_written_0_0_not_minus_0_0():
+    importance = HeadImportance(30.0, {("cross", 0, 0): 30.04, ("cross", 0, 1): 29.0}, 100, 1, 1.0)
+    texts = sorted(t.get_text() for t in viz.plot_head_importance(importance).texts)
+    assert texts == ["0.0", "1.0"]

@@ -1,10 +1,12 @@
 """How sure the translator is: each output word's probability, and a warning for sentences unlike its captions.
 
-A model trained on image captions translates everything into a caption: "Wo ist der nächste
-Bahnhof?" comes out as a sentence about a man and a station, printed as confidently as a perfect
-translation. The model's own probabilities tell the two apart. Fed its own output back (teacher
-forcing), it gives each output token a probability; their mean log-probability, per token, is
-high for a caption it knows how to translate and low where it was guessing.
+A model trained on image captions translates everything as if it were a caption: "Wo ist der
+nächste Bahnhof?" comes out as "We can be the next train station?", printed like a perfect
+translation. The model's own probabilities tell the two apart. Given its own output as the target
+(forced decoding: the output it chose, not a reference, fed back one token at a time), it gives each
+output token a probability (with beam search, the same log-probabilities the beam added up); their
+mean log-probability, per token, is high for a caption it knows how to translate and low where it
+was guessing.
 
 Measured on the course's model (``scripts/measure_confidence.py``, recorded in
 ``results/confidence/``): the mean log-probability separates the 1,000 test captions from the 67
@@ -14,8 +16,10 @@ and 96% of the sentences that are not captions (every instruction, English sente
 everyday talk; 14 of 15 questions, 13 of 14 news sentences, 9 of 10 on science and ideas). The
 question that escapes is "Wo ist der nächste Bahnhof?" (-0.563).
 
-Not a measure of correctness: a fluent caption can still be a wrong translation, and the signal
-only says how the model's guesses compare with those it made on its training world.
+It also tells something about quality, though not a verdict on one sentence: on the 1,000 test
+captions the signal and each translation's chrF against the reference have a Spearman correlation of
+0.56, and the signal finds the translations with chrF under 40 with an AUROC of 0.78 (recorded in
+``results/confidence/``; :func:`spearman`). A fluent, sure caption can still be a wrong translation.
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ class Confidence:
     Attributes:
         translation: the English sentence, detokenized.
         tokens: the output tokens, ``<eos>`` last when the model ended the sentence.
-        probs: each token's probability, as the model gave it (teacher forcing on its own output).
+        probs: each token's probability, as the model gave it (forced decoding of its own output).
         mean_log_prob: the mean of their logarithms: the sentence's signal.
         unusual: ``mean_log_prob`` is below the threshold: the sentence is unlike the training captions.
     """
@@ -127,4 +131,24 @@ def auroc(higher: Sequence[float], lower: Sequence[float]) -> float:
     return float(((a > b).double() + 0.5 * (a == b).double()).mean())
 
 
-__all__ = ["UNUSUAL_BELOW", "Confidence", "assess", "auroc", "token_log_probs"]
+def _ranks(values: Sequence[float]) -> torch.Tensor:
+    """Each value's rank, 1 for the smallest; tied values share the mean of their ranks."""
+    x = torch.tensor(list(values), dtype=torch.float64)  # (N,)
+    below = (x[None, :] < x[:, None]).sum(1)  # (N,) how many are smaller
+    equal = (x[None, :] == x[:, None]).sum(1)  # (N,) how many are equal, itself included
+    return below.double() + (equal.double() + 1) / 2
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+    """Spearman's rank correlation: the Pearson correlation of the ranks (ties share a mean rank).
+
+    1: ``y`` rises whenever ``x`` does; 0: no monotone relation; -1: it falls.
+    """
+    if len(x) != len(y) or len(x) < 2:
+        raise ValueError(f"spearman needs two lists of the same length, at least 2; got {len(x)} and {len(y)}")
+    rx, ry = _ranks(x), _ranks(y)
+    rx, ry = rx - rx.mean(), ry - ry.mean()
+    return float((rx * ry).sum() / (rx.norm() * ry.norm()))
+
+
+__all__ = ["UNUSUAL_BELOW", "Confidence", "assess", "auroc", "spearman", "token_log_probs"]

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import torch
 
-from transformer_lessons.checks.common import NO_RETURN, ExerciseError, call_answer, exercise, known_bug
+from transformer_lessons.checks.common import NO_RETURN, ExerciseError, call_answer, exercise, known_bug, one_number
 from transformer_lessons.checks.slips import Slip, slip_pairs
 
 # (hypothesis, reference, n): clipping (Papineni's "the the the ..."), all four orders, sentences shorter than n, empty.
@@ -224,13 +224,7 @@ _BP_SLIPS = [*(Slip(hint, knobs) for hint, knobs in _BP_BUGS), *slip_pairs([Slip
 
 
 def _bp_value(value: Any) -> float:
-    if value is None:
-        raise ExerciseError(NO_RETURN)
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
-        value = value.item()
-    if not isinstance(value, numbers.Real):
-        raise ExerciseError(f"the penalty should be a float, got {type(value).__name__}")
-    return float(value)
+    return one_number(value, "the penalty")
 
 
 @exercise(

@@ -16,6 +16,8 @@ What the learner sees of all this (the red box, "still checking ...") lives in
 
 from __future__ import annotations
 
+import numbers
+
 import functools
 import inspect
 import re
@@ -281,6 +283,19 @@ def expect_tensor(
             + (nan_hint or _NAN_HINT)
         )
     return value
+
+
+def one_number(value: Any, what: str) -> float:
+    """The learner's answer as one float (a number, or a tensor of one element); ``what`` names it in the message."""
+    if value is None:
+        raise ExerciseError(NO_RETURN)
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1:
+            raise ExerciseError(f"return one number, {what}; got a tensor of shape {tuple(value.shape)}")
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ExerciseError(f"return one number, {what}; got {type(value).__name__}")
+    return float(value)
 
 
 def all_close(got: Any, expected: Any, atol: float = ATOL) -> bool:

@@ -29,7 +29,7 @@ from transformer_lessons.notes import collect_notes
 from transformer_lessons.translation import _check_vocab_fits, _english
 from transformer_lessons.viz import html_style
 from transformer_lessons.viz.translator import MAX_WIDGET_BEAM
-from transformer_lessons.viz.widgets import HIGHLIGHT_COLOR, FigureWidget, number_box, widget_figure
+from transformer_lessons.viz.widgets import HIGHLIGHT_COLOR, PALETTE, FigureWidget, number_box, widget_figure
 
 #: How each kind of candidate is drawn: the box around its label.
 NODE_STYLES = {
@@ -42,6 +42,7 @@ GREEDY_COLOR = "#7048e8"  # greedy decoding's path and words
 MAX_WIDGET_ALPHA = 2.0  # the widget's α box: beyond 2 long outputs win whatever their probability
 _ROW = 0.9  # inches per candidate row: three lines of text, four once scored
 _COLUMN = 1.0  # inches per step
+TREE_COLORS = 32  # the tree's PNGs keep 32 colours: flat boxes and text lose no shade (widgets.compact_png)
 NODE_FONT = 11  # points: 12 px at the widgets' 80 dpi, the smallest text a widget shows
 _MIN_WIDTH = 7.5  # inches: room for the title and the legend
 _MAX_WIDTH = 30.0  # inches: a long sentence's tree is squeezed rather than drawn wider
@@ -179,7 +180,7 @@ def draw_beam_tree(ax: Axes, tree: BeamTree, vocab=None, title: str | None = Non
         (f"{title}: " if title else "")
         + heading
         + "\nunder each word: its log p, then Σ log p of the prefix it ends"
-        + f"\nfinished: score = Σ log p / ((5 + length) / 6)^α, α = {tree.alpha:g} (GNMT length penalty; paper: 0.6)",
+        + f"\nfinished: score = Σ log p / ((5 + length) / 6)^α, α = {tree.alpha:g} (length penalty of Wu et al. 2016; paper: 0.6)",
         fontsize=NODE_FONT,
     )
     ax.legend(handles=_legend_handles(), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=NODE_FONT)
@@ -206,7 +207,8 @@ def plot_beam_tree(tree: BeamTree, vocab=None, ax: Axes | None = None, title: st
     if not isinstance(tree, BeamTree):
         raise TypeError(f"plot_beam_tree draws a BeamTree (from beam_tree(...)), got {type(tree).__name__}")
     if ax is None:
-        _, ax = plt.subplots(figsize=tree_figure_size(tree), layout="constrained")
+        fig, ax = plt.subplots(figsize=tree_figure_size(tree), layout="constrained")
+        setattr(fig, PALETTE, TREE_COLORS)
     return draw_beam_tree(ax, tree, vocab, title)
 
 
@@ -304,6 +306,7 @@ class BeamTreeExplorer(FigureWidget):
 
     def _draw(self) -> Figure:
         fig = widget_figure(*tree_figure_size(self.tree))
+        setattr(fig, PALETTE, TREE_COLORS)
         draw_beam_tree(fig.add_subplot(), self.tree, self.tgt_vocab, title=self._title)
         return fig
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import html
 import textwrap
+from typing import Mapping, Sequence
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
@@ -22,6 +23,7 @@ import numpy as np
 import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.colors import ListedColormap
+from matplotlib.patches import Rectangle
 
 from transformer_lessons.heads import KINDS, Head, HeadImportance, PruningCurve, attention_layers, heads_off
 from transformer_lessons.notes import collect_notes
@@ -55,7 +57,11 @@ def _decoding(beam_size: int) -> str:
 
 
 def plot_head_importance(
-    importance: HeadImportance, ax: Axes | None = None, title: str | None = None, annot: bool = True
+    importance: HeadImportance,
+    ax: Axes | None = None,
+    title: str | None = None,
+    annot: bool = True,
+    p_values: Mapping[Head, float] | None = None,
 ) -> Axes:
     """Heatmap of the BLEU each head costs when it alone is switched off.
 
@@ -64,6 +70,8 @@ def plot_head_importance(
         ax: where to draw (default a new figure).
         title: the title (default: the baseline BLEU, the sample and the decoding).
         annot: write each drop in its cell.
+        p_values: ``{head: p}`` of a paired test against every head on (``records.heads_record()``):
+            a head with ``p < 0.05`` gets a black frame, the rest are within the sample's noise.
 
     Returns:
         The Axes: rows are kind and layer (encoder self-attention, decoder self-attention,
@@ -81,7 +89,7 @@ def plot_head_importance(
         cmap=IMPORTANCE_CMAP,
         vmin=-limit,
         vmax=limit,
-        annot=annot,
+        annot=np.round(matrix, 1) + 0.0 if annot else False,  # + 0.0 turns -0.0 into 0.0
         fmt=".1f",
         annot_kws={"fontsize": 8},
         linewidths=0.5,
@@ -93,7 +101,13 @@ def plot_head_importance(
     for i in range(1, len(rows)):
         if rows[i][0] != rows[i - 1][0]:  # a line between the kinds of attention
             ax.axhline(i, color="black", linewidth=1.5)
-    ax.set_xlabel("head")
+    if p_values:
+        for (kind, layer, head), p in p_values.items():
+            if p < 0.05 and (kind, layer) in rows:
+                ax.add_patch(Rectangle((head, rows.index((kind, layer))), 1, 1, fill=False, lw=2.5, ec="black"))
+        ax.set_xlabel(f"head   (framed: p < 0.05, paired bootstrap; {len(p_values)} tests)")
+    else:
+        ax.set_xlabel("head")
     ax.tick_params(axis="y", rotation=0)
     ax.set_title(
         title
@@ -104,13 +118,20 @@ def plot_head_importance(
     return ax
 
 
-def plot_pruning_curve(curve: PruningCurve, ax: Axes | None = None, title: str | None = None) -> Axes:
+def plot_pruning_curve(
+    curve: PruningCurve,
+    ax: Axes | None = None,
+    title: str | None = None,
+    random_orders: Sequence[PruningCurve] = (),
+) -> Axes:
     """BLEU against the number of heads switched off together, the least important first.
 
     Args:
         curve: what :func:`~transformer_lessons.heads.prune_by_importance` returned.
         ax: where to draw (default a new figure).
         title: the title (default: the sample and the decoding).
+        random_orders: the same sentences pruned in random orders
+            (:func:`~transformer_lessons.heads.prune_in_order`), drawn as thin grey lines.
 
     Returns:
         The Axes: the curve, a dotted line at the BLEU of every head on (when measured), and
@@ -119,11 +140,15 @@ def plot_pruning_curve(curve: PruningCurve, ax: Axes | None = None, title: str |
     total = max(1, len(curve.order))
     if ax is None:
         _, ax = plt.subplots(figsize=(7.5, 4.2), layout="constrained")
+    for i, other in enumerate(random_orders):
+        label = f"random orders ({len(random_orders)})" if i == 0 else None
+        ax.plot(other.counts, other.bleu, color="#868e96", linewidth=1, marker="s", markersize=2, label=label)
     ax.plot(curve.counts, curve.bleu, marker="o", markersize=3, label="heads off, least important first")
     if curve.counts and curve.counts[0] == 0:
         ax.axhline(curve.bleu[0], color="#888888", linestyle=":", label=f"every head on: {curve.bleu[0]:.1f}")
     ax.set(xlabel=f"heads switched off (of {len(curve.order)})", ylabel="BLEU", xlim=(0, total))
-    ax.set_ylim(bottom=0)
+    highest = max([*curve.bleu, *(bleu for other in random_orders for bleu in other.bleu)], default=1.0)
+    ax.set_ylim(0, 1.08 * highest)  # room above every point, the all-on line included
     top = ax.secondary_xaxis("top", functions=(lambda k: 100 * k / total, lambda share: share * total / 100))
     top.set_xlabel("% of heads off")
     ax.grid(alpha=0.3)

@@ -158,6 +158,8 @@ class GenerationStepper(FigureWidget):
         )
         ax_heat.set_aspect("auto")
         ax_heat.add_patch(Rectangle((0, t), S, 1, fill=False, edgecolor=HIGHLIGHT_COLOR, linewidth=2.5))
+        # The colour scale, taken from both panels alike so that the bars stay over their columns.
+        fig.colorbar(ax_heat.collections[0], ax=[ax_bar, ax_heat], shrink=0.6, label="attention weight")
         return fig
 
 
