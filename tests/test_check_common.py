@@ -379,18 +379,37 @@ COVERAGE: dict[str, dict[str, list[str]]] = {
             f"{_KV}::append_swapped_outputs",
         ],
     },
+    "cached_self_attention": {
+        "alternatives": [f"test_check_kv_cache_position.py::{name}" for name in ("step_right", "step_shape_unpacked")],
+        "bugs": [
+            f"test_check_kv_cache_position.py::{name}"
+            for name in (
+                "step_at_zero",
+                "step_keys_at_zero",
+                "step_query_at_zero",
+                "step_plus_one",
+                "step_minus_one",
+                "step_length_after",
+                "step_last_new_index",
+                "step_full_causal_mask",
+                "step_mask_arguments_swapped",
+            )
+        ],
+    },
     "reorder_kv": {
         "alternatives": [
             f"{_KV}::reorder_index_select",
             f"{_KV}::reorder_fancy_indexing",
             f"{_KV}::reorder_loop_stack",
-            f"{_KV}::reorder_gather",
+            f"{_KV}::reorder_view",
         ],
         "bugs": [
             f"{_KV}::reorder_unchanged",
             f"{_KV}::reorder_keys_only",
-            f"{_KV}::reorder_scatter",
+            f"{_KV}::reorder_no_sentence_offset",
+            f"{_KV}::reorder_finished_kept",
             f"{_KV}::reorder_heads_axis",
+            f"{_KV}::reorder_argsort",
             f"{_KV}::reorder_time_axis",
             f"{_KV}::reorder_swapped_outputs",
         ],
@@ -409,6 +428,25 @@ COVERAGE: dict[str, dict[str, list[str]]] = {
             f"{_DDP}::rank_loss_unscaled",
             f"{_DDP}::rank_loss_item",
             f"{_DDP}::rank_loss_own_mean_over_world",
+        ],
+    },
+    "auroc": {
+        "alternatives": [
+            "test_check_confidence.py::loops",
+            "test_check_confidence.py::with_numpy",
+            "test_check_confidence.py::by_ranks",
+            "test_check_confidence.py::as_tensor",
+        ],
+        "bugs": [
+            "test_check_confidence.py::strict",
+            "test_check_confidence.py::ge",
+            "test_check_confidence.py::swapped",
+            "test_check_confidence.py::zip",
+            "test_check_confidence.py::sum",
+            "test_check_confidence.py::one_list",
+            "test_check_confidence.py::count",
+            "test_check_confidence.py::strict_and_swapped",
+            "test_check_confidence.py::sorts",
         ],
     },
     "rms_norm": {

@@ -65,28 +65,55 @@ def rank_loss_own_mean_over_world(local_sum, local_tokens, total_tokens, world_s
     return local_sum / local_tokens / world_size
 
 
+def rank_loss_no_token_count(local_sum, local_tokens, total_tokens, world_size):
+    return local_sum * world_size
+
+
 BUGS = [
     (rank_loss_own_mean, "each rank averages over its own tokens"),
-    (rank_loss_no_world_size, "world_size times too small"),
-    (rank_loss_divides_by_world, "multiply by world_size, do not divide"),
-    (rank_loss_unscaled, "needs scaling"),
+    (rank_loss_no_world_size, "world_size times too small a gradient"),
+    (rank_loss_divides_by_world, "world_size divides twice"),
+    (rank_loss_unscaled, "summed loss is not scaled"),
+    (rank_loss_no_token_count, "nothing divides by the number of tokens"),
     (rank_loss_item, "lost its graph"),
     (rank_loss_no_return, "forget a `return`"),
     (rank_loss_own_mean_over_world, "own mean divided by world_size"),
 ]
+FORMULA = "local_sum * world_size / total_tokens"
 
 
 @pytest.mark.parametrize("bug, message", BUGS, ids=lambda x: getattr(x, "__name__", "msg"))
 def test_bugs_are_named(bug, message):
-    with pytest.raises(ExerciseError, match=message):
+    with pytest.raises(ExerciseError, match=message) as error:
         check_rank_loss(bug)
+    assert FORMULA not in str(error.value)  # the fix waits for hint()
+
+
+@pytest.mark.parametrize(
+    "bug",
+    [
+        rank_loss_own_mean,
+        rank_loss_no_world_size,
+        rank_loss_divides_by_world,
+        rank_loss_unscaled,
+        rank_loss_no_token_count,
+        rank_loss_own_mean_over_world,
+    ],
+    ids=lambda f: f.__name__,
+)
+def test_a_named_bug_keeps_the_fix_for_hint(bug):
+    with pytest.raises(ExerciseError) as error:
+        check_rank_loss(bug)
+    assert error.value.known_bug
+    assert error.value.fixes == (f"return {FORMULA}",)
+    assert "/ total_tokens" not in str(error.value) and "* world_size" not in str(error.value)
 
 
 def test_an_unknown_wrong_answer_gets_the_numbers_and_the_formula_on_asking():
     with pytest.raises(ExerciseError, match=r"shards of \[7, 33\] tokens") as error:
         check_rank_loss(lambda s, n, total, world: 2 * s * world / total)
-    assert "local_sum * world_size / total_tokens" not in str(error.value)  # the formula waits for hint()
-    assert error.value.fixes == ("return local_sum * world_size / total_tokens",)
+    assert FORMULA not in str(error.value)  # the formula waits for hint()
+    assert error.value.fixes == (f"return {FORMULA}",)
 
 
 def test_a_stub_is_not_implemented_yet(capsys):

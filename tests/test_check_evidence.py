@@ -52,15 +52,16 @@ def append_kv(cache_k, cache_v, new_k, new_v):
     return torch.cat([cache_k, new_k], dim=2), torch.cat([cache_v, new_v], dim=2)
 
 
-def reorder_kv(cache_k, cache_v, parent):
-    return cache_k.index_select(0, parent), cache_v.index_select(0, parent)
+def reorder_kv(cache_k, cache_v, parent, keep):
+    rows = (torch.arange(parent.size(0))[:, None] * parent.size(1) + parent)[keep].flatten()
+    return cache_k.index_select(0, rows), cache_v.index_select(0, rows)
 
 
 def _append_new_first(cache_k, cache_v, new_k, new_v):
     return torch.cat([new_k, cache_k], dim=2), torch.cat([new_v, cache_v], dim=2)
 
 
-def _not_reordered(cache_k, cache_v, parent):
+def _not_reordered(cache_k, cache_v, parent, keep):
     return cache_k, cache_v
 
 
@@ -133,7 +134,12 @@ CASES = {
         "not 1000",
     ),
     "append_kv": (_append_new_first, append_kv, lambda ck, *rest: ck.size(2) == 1, "the new position comes first"),
-    "reorder_kv": (_not_reordered, reorder_kv, lambda ck, cv, parent: parent.tolist() == [2, 0, 3, 1], "not reordered"),
+    "reorder_kv": (
+        _not_reordered,
+        reorder_kv,
+        lambda ck, cv, parent, keep: parent.tolist() == [[1, 0], [1, 0]],
+        "not reordered",
+    ),
     "build_vocab": (_vocab_lowercased, _vocab_right, lambda token_lists, min_freq: min_freq == 2, "lowercased"),
     "batch_by_tokens": (
         _batches_strict,

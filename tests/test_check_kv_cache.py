@@ -159,72 +159,111 @@ def test_append_reference_is_torch_cat():
 # --- reorder_kv: right answers -----------------------------------------------------------
 
 
-def reorder_index_select(cache_k, cache_v, parent):
-    return cache_k.index_select(0, parent), cache_v.index_select(0, parent)
+def _rows(parent, keep):
+    A, K = parent.shape
+    return (torch.arange(A)[:, None] * K + parent)[keep].flatten()  # (A' * K,) rows of the whole cache
 
 
-def reorder_fancy_indexing(cache_k, cache_v, parent):
-    return cache_k[parent], cache_v[parent]
+def reorder_index_select(cache_k, cache_v, parent, keep):
+    rows = _rows(parent, keep)
+    return cache_k.index_select(0, rows), cache_v.index_select(0, rows)
 
 
-def reorder_loop_stack(cache_k, cache_v, parent):
-    return torch.stack([cache_k[p] for p in parent.tolist()]), torch.stack([cache_v[p] for p in parent.tolist()])
+def reorder_fancy_indexing(cache_k, cache_v, parent, keep):
+    # Sentence by sentence: its K rows, then its survivors' parents among them.
+    K = parent.size(1)
+    k = torch.cat([cache_k[a * K : (a + 1) * K][parent[a]] for a in keep])
+    v = torch.cat([cache_v[a * K : (a + 1) * K][parent[a]] for a in keep])
+    return k, v
 
 
-def reorder_gather(cache_k, cache_v, parent):
-    index = parent.view(-1, 1, 1, 1).expand(-1, *cache_k.shape[1:])  # (N', H, t, Dh)
-    return cache_k.gather(0, index), cache_v.gather(0, index)
+def reorder_loop_stack(cache_k, cache_v, parent, keep):
+    K = parent.size(1)
+    rows = [a * K + p for a in keep for p in parent[a].tolist()]
+    return torch.stack([cache_k[r] for r in rows]), torch.stack([cache_v[r] for r in rows])
 
 
-def reorder_package(cache_k, cache_v, parent):
+def reorder_view(cache_k, cache_v, parent, keep):
+    # (A * K, ...) seen as (A, K, ...): gather the parents within each sentence, then keep sentences.
+    A, K = parent.shape
+
+    def one(cache):
+        per_sentence = cache.view(A, K, *cache.shape[1:])  # (A, K, H, t, Dh)
+        index = parent.view(A, K, 1, 1, 1).expand(-1, -1, *cache.shape[1:])
+        return per_sentence.gather(1, index)[keep].flatten(0, 1)  # (A' * K, H, t, Dh)
+
+    return one(cache_k), one(cache_v)
+
+
+def reorder_package(cache_k, cache_v, parent, keep):
+    from transformer_lessons import beam
+
     cache = KVCache([cache_k], [cache_v], [], [])
-    cache.reorder(parent)
+    beam._follow_beams(cache, parent, keep, parent.size(1))
     return cache.self_k[0], cache.self_v[0]
 
 
 # --- reorder_kv: bugs --------------------------------------------------------------------
 
 
-def reorder_unchanged(cache_k, cache_v, parent):
+def reorder_unchanged(cache_k, cache_v, parent, keep):
     return cache_k, cache_v
 
 
-def reorder_keys_only(cache_k, cache_v, parent):
-    return cache_k[parent], cache_v
+def reorder_no_sentence_offset(cache_k, cache_v, parent, keep):
+    # parent[a, k] used as a row of the whole cache: every sentence reads sentence 0's rows.
+    rows = parent[keep].flatten()
+    return cache_k[rows], cache_v[rows]
 
 
-def reorder_values_only(cache_k, cache_v, parent):
-    return cache_k, cache_v[parent]
+def reorder_finished_kept(cache_k, cache_v, parent, keep):
+    rows = _rows(parent, list(range(parent.size(0))))
+    return cache_k[rows], cache_v[rows]
 
 
-def reorder_scatter(cache_k, cache_v, parent):
-    # "Row i goes to parent[i]": the opposite direction.
-    k, v = cache_k.clone(), cache_v.clone()
-    k[parent], v[parent] = cache_k[: len(parent)], cache_v[: len(parent)]
-    return k, v
+def reorder_keys_only(cache_k, cache_v, parent, keep):
+    A, K = parent.shape
+    same = (torch.arange(A)[:, None] * K + torch.arange(K))[keep].flatten()
+    return cache_k[_rows(parent, keep)], cache_v[same]
 
 
-def reorder_heads_axis(cache_k, cache_v, parent):
-    return cache_k[:, parent], cache_v[:, parent]
+def reorder_values_only(cache_k, cache_v, parent, keep):
+    A, K = parent.shape
+    same = (torch.arange(A)[:, None] * K + torch.arange(K))[keep].flatten()
+    return cache_k[same], cache_v[_rows(parent, keep)]
 
 
-def reorder_time_axis(cache_k, cache_v, parent):
-    return cache_k.index_select(2, parent), cache_v.index_select(2, parent)
+def reorder_heads_axis(cache_k, cache_v, parent, keep):
+    rows = _rows(parent, keep)
+    return cache_k[:, rows], cache_v[:, rows]
 
 
-def reorder_swapped_outputs(cache_k, cache_v, parent):
-    return cache_v[parent], cache_k[parent]
+def reorder_time_axis(cache_k, cache_v, parent, keep):
+    rows = _rows(parent, keep)
+    return cache_k.index_select(2, rows), cache_v.index_select(2, rows)
 
 
-def reorder_in_place(cache_k, cache_v, parent):
-    cache_k[: len(parent)] = cache_k[parent].clone()
-    cache_v[: len(parent)] = cache_v[parent].clone()
-    return cache_k[: len(parent)], cache_v[: len(parent)]
+def reorder_swapped_outputs(cache_k, cache_v, parent, keep):
+    rows = _rows(parent, keep)
+    return cache_v[rows], cache_k[rows]
+
+
+def reorder_argsort(cache_k, cache_v, parent, keep):
+    # "argsort gives the new order": the inverse permutation of each sentence's parents, not the parents.
+    rows = _rows(parent.argsort(dim=-1), keep)
+    return cache_k[rows], cache_v[rows]
+
+
+def reorder_in_place(cache_k, cache_v, parent, keep):
+    rows = _rows(parent, keep)
+    cache_k[: len(rows)] = cache_k[rows].clone()
+    cache_v[: len(rows)] = cache_v[rows].clone()
+    return cache_k[: len(rows)], cache_v[: len(rows)]
 
 
 @pytest.mark.parametrize(
     "answer",
-    [reorder_index_select, reorder_fancy_indexing, reorder_loop_stack, reorder_gather, reorder_package],
+    [reorder_index_select, reorder_fancy_indexing, reorder_loop_stack, reorder_view, reorder_package],
     ids=lambda f: f.__name__,
 )
 def test_reorder_right_answers_pass(answer, capsys):
@@ -235,12 +274,14 @@ def test_reorder_right_answers_pass(answer, capsys):
     "bug, hint",
     [
         (reorder_unchanged, r"the cache was not reordered"),
+        (reorder_no_sentence_offset, r"not a row of the whole cache.*a \* K \+ parent\[a, k\]"),
+        (reorder_finished_kept, r"the finished sentences \(those not in keep\) must leave the cache"),
         (reorder_keys_only, r"the values were not reordered"),
         (reorder_values_only, r"the keys were not reordered"),
-        (reorder_scatter, r"rows went the wrong way.*FETCHED"),
         (reorder_heads_axis, r"indexed along dim 1, the heads"),
         (reorder_time_axis, r"indexed along dim 2, the time axis"),
         (reorder_swapped_outputs, r"keys and values are swapped"),
+        (reorder_argsort, r"in the order argsort\(\) gives"),
     ],
     ids=lambda x: x.__name__ if callable(x) else "",
 )
@@ -253,21 +294,19 @@ def test_reorder_in_place_is_named():
         check_reorder_kv(reorder_in_place)
 
 
-def test_reorder_unchanged_when_rows_leave_is_named_by_its_shape(capsys):
-    # Only the case where finished beams leave: the shape alone gives the unreordered cache away.
-    *_, (description, (N, H, t, Dh), rows) = _reorder_cases()
-    assert len(rows) != N
-    from transformer_lessons.checks.kv_cache import _reorder_shape_bug
-
-    cache = torch.randn(N, H, t, Dh)
-    bug = _reorder_shape_bug(cache, "keys", cache, torch.tensor(rows))
-    assert bug is not None and "not reordered" in str(bug)
+def test_reorder_cases_have_a_finished_sentence_and_distinct_sizes():
+    cases = _reorder_cases()
+    assert any(len(keep) < len(parent) for *_, parent, keep in cases)
+    for _, (N, H, t, Dh), parent, keep in cases:
+        A, K = torch.tensor(parent).shape
+        assert N == A * K and len({H, t, Dh}) == 3 and not {H, t, Dh} & {N, len(keep) * K}
 
 
-def test_reorder_reference_is_index_select():
-    for _, (N, H, t, Dh), rows in _reorder_cases():
-        cache, parent = torch.randn(N, H, t, Dh), torch.tensor(rows)
-        assert torch.equal(_reordered(cache, parent), cache.index_select(0, parent))
+def test_reorder_reference_is_the_packages_follow_beams():
+    for _, (N, H, t, Dh), parent, keep in _reorder_cases():
+        cache, parent = torch.randn(N, H, t, Dh), torch.tensor(parent)
+        expected, _ = reorder_package(cache, cache, parent, keep)
+        assert torch.equal(_reordered(cache, parent, keep), expected)
 
 
 # --- both ----------------------------------------------------------------------------------
@@ -293,3 +332,21 @@ def test_checks_leave_the_global_rng_alone():
 def test_every_check_is_documented_with_its_signature(check):
     doc = check.__doc__ or ""
     assert "Expected signature:" in doc and "Raises:" in doc, check.__name__
+
+
+def test_beams_not_reordered_keeps_each_row_drops_finished_sentences_and_is_undone():
+    # Notebook 12's demo of the bug: rows stay where they were (no parent), finished sentences still leave.
+    from transformer_lessons import beam
+    from transformer_lessons.checks.kv_cache import beams_not_reordered
+
+    A, K = 3, 2
+    cache = KVCache([torch.arange(A * K).float().view(A * K, 1, 1, 1)], [torch.zeros(A * K, 1, 1, 1)], [], [])
+    parent, keep = torch.tensor([[1, 1], [0, 0], [1, 0]]), [0, 2]
+    follow = beam._follow_beams
+    with beams_not_reordered():
+        beam._follow_beams(cache, parent, keep, K)
+    assert beam._follow_beams is follow
+    assert cache.self_k[0].flatten().tolist() == [0, 1, 4, 5]  # sentences 0 and 2, rows as they were
+    right = KVCache([torch.arange(A * K).float().view(A * K, 1, 1, 1)], [torch.zeros(A * K, 1, 1, 1)], [], [])
+    beam._follow_beams(right, parent, keep, K)
+    assert right.self_k[0].flatten().tolist() == [1, 1, 5, 4]  # the package: row a * K + parent

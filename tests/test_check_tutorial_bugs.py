@@ -438,14 +438,35 @@ def append_kv_on_last_axis(cache_k, cache_v, new_k, new_v):
     return torch.cat((cache_k, new_k), dim=-1), torch.cat((cache_v, new_v), dim=-2)
 
 
-def reorder_kv_skipped(cache_k, cache_v, parent):
+def reorder_kv_skipped(cache_k, cache_v, parent, keep):
     """transformers#46612: beam search never reordered some models' caches, so each row kept its old prefix."""
     return cache_k, cache_v
+
+
+def cached_step_positions_from_zero(attn, y, past_k, past_v):
+    """mlx-lm's GPT-2 before PR #93 started the new tokens' positions at 0, whatever the cache held."""
+    new_k, new_v = attn.project_kv(y, y)
+    k, v = torch.cat([past_k, new_k], dim=2), torch.cat([past_v, new_v], dim=2)
+    return attn.attend(y, k, v, None if y.size(1) == 1 else causal_mask(y.size(1))), k, v
+
+
+def cached_step_count_one_ahead(attn, y, past_k, past_v):
+    """flash-linear-attention#766: the cache counted the new token before the upper layers read it, so RoPE got t + 1."""
+    t = past_k.size(2) + 1
+    new_k, new_v = attn.project_kv(y, y, offset=t)
+    k, v = torch.cat([past_k, new_k], dim=2), torch.cat([past_v, new_v], dim=2)
+    mask = torch.ones(y.size(1), k.size(2), dtype=torch.bool).tril(diagonal=t - 1)
+    return attn.attend(y, k, v, mask, offset=t), k, v
 
 
 def rank_loss_local_mean(local_sum, local_tokens, total_tokens, world_size):
     """torchtitan#1842: each rank's loss averaged over its own tokens, then DDP averages the gradients."""
     return local_sum / local_tokens
+
+
+def auroc_ties_as_wins(higher, lower):
+    """ledell/cvAUC#6: a tie between a positive's and a negative's score counted as a whole win, not a half."""
+    return sum(a >= b for a in higher for b in lower) / (len(higher) * len(lower))
 
 
 # --- the table -------------------------------------------------------------------------------------
@@ -688,6 +709,28 @@ TUTORIAL_BUGS = {
         "huggingface/transformers issue #46612, 'Beam search cache reorder silently skipped for Mamba, XLNet, RWKV, "
         "and Reformer models (wrong generation output)'",
     ),
+    "cached-step-mlx-gpt2-positions-from-zero": (
+        "cached_self_attention",
+        cached_step_positions_from_zero,
+        ["placed at position 0"],
+        "ml-explore/mlx-lm pull request #93, 'Fix GPT2 Incremental Generation by Correctly Applying Position "
+        "Embeddings and Offsets': the cached GPT-2 'always starts position embeddings at zero for new tokens' "
+        "(learned positions there; ported here to rotated queries and keys)",
+    ),
+    "cached-step-fla-rope-offset-one-ahead": (
+        "cached_self_attention",
+        cached_step_count_one_ahead,
+        ["off by one", "t + 1"],
+        "fla-org/flash-linear-attention issue #766, 'Cache seen-token count is committed too early during decode, "
+        "shifting upper-layer RoPE offsets': upper layers read past_len + 1",
+    ),
+    "auroc-cvauc-ties-as-wins": (
+        "auroc",
+        auroc_ties_as_wins,
+        ["a tie counts as a whole win"],
+        "ledell/cvAUC issue #6, 'ci.cvAUC needs 0.5 for ties': its confidence-interval code counts a negative whose "
+        "score ties a positive's as a whole (w1 * 1) where ROCR's AUC counts it a half",
+    ),
     "rank-loss-torchtitan-local-mean": (
         "rank_loss",
         rank_loss_local_mean,
@@ -716,7 +759,7 @@ def test_every_check_knows_a_tutorial_bug():
     exported = {name.removeprefix("check_") for name in checks.__all__ if name.startswith("check_")}
     covered = {name for name, *_ in TUTORIAL_BUGS.values()}
     assert exported - covered == set()
-    assert len(exported) == 28
+    assert len(exported) == 30
 
 
 def test_every_tutorial_bug_names_its_source():

@@ -229,8 +229,8 @@ def test_the_rule_ignores_shape_tuples_and_punctuation():
     )
 
 
-def test_there_are_31_solution_blocks_each_with_a_goal():
-    assert len(BLOCKS) == 31
+def test_there_are_33_solution_blocks_each_with_a_goal():
+    assert len(BLOCKS) == 33
     assert all(goal and lines for _, goal, lines in BLOCKS)
 
 
@@ -408,7 +408,7 @@ def notebook_exercises() -> tuple[list[tuple[str, str]], int]:
 
 def test_the_course_list_of_exercises_matches_the_notebooks_stubs_and_checks():
     found, stubs = notebook_exercises()
-    assert stubs == 31
+    assert stubs == 33
     assert [(e.notebook, e.name) for e in exercises.EXERCISES] == found
     exported = sorted(n.removeprefix("check_") for n in checks.__all__ if n.startswith("check_"))
     assert sorted(e.name for e in exercises.EXERCISES) == exported
@@ -436,7 +436,7 @@ def test_every_learner_solution_cell_folds_the_first_two_hints_of_its_exercise()
             assert build_learner.hints_markdown(name) in text
             assert hints[2] not in text[:solution]  # the third level, the exact fix, is hint()'s
             folded += 1
-    assert folded == 28  # one solution cell per exercise cell (multi-head attention's two blocks share one)
+    assert folded == 30  # one solution cell per exercise cell (multi-head attention's two blocks share one)
 
 
 @pytest.mark.parametrize("answer", [lambda b: b.clone(), lambda b: 1 - b.int()], ids=["unchanged", "arithmetic"])

@@ -142,6 +142,7 @@ def test_the_explorer_compares_two_runs_and_follows_its_controls(part):
     explorer.controls["b"].value = "mqa"
     assert explorer.runs()[1]["name"] == "mqa" and "mqa says 1" in explorer.table.value
     assert [line.get_label() for line in explorer.figure.axes[0].lines] == ["baseline_s0", "mqa"]
+    assert explorer.figure.get_suptitle() == "A: baseline_s0  against  B: mqa"  # named in the static picture
     assert "post-norm_no-warmup" not in explorer.controls["a"].options  # a diverged run has no test BLEU
     with pytest.raises(KeyError, match="no run called 'nope'"):
         viz.lab_explorer({"cpu": part}, b="nope")

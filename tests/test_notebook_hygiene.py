@@ -20,7 +20,7 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("
 # Notebooks whose lesson includes an interactive attention explorer (issue: foundation, §4).
 WITH_EXPLORER = ("01", "02", "03", "06", "07")
 # The roadmap has nothing to build yet; the finale (11) and "Inside the translator" (15) explore the trained model.
-NO_EXERCISE = ("00", "11", "15")
+NO_EXERCISE = ("00", "11")
 
 
 def _load(path: Path) -> dict:

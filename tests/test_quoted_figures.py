@@ -238,7 +238,7 @@ def nb14_lab() -> dict:
     rotary, bf16 = compared["rotary"]["test BLEU"], compared["bf16"]["test BLEU"]
     base, new = [runs[f"baseline_s{i}"] for i in range(3)], [runs["rotary_s1"], runs["rotary_s2"]]
     fresh = lab_stats.difference([r["test_bleu"] for r in base], [r["test_bleu"] for r in new])
-    fresh_loss = lab_stats.difference(
+    fresh_loss = lab_stats.welch(  # the text quotes Welch's t: rotary's losses spread more than the baseline's
         [lab_stats.val_loss_at(r, 1250) for r in base], [lab_stats.val_loss_at(r, 1250) for r in new]
     )
     return {
@@ -254,6 +254,58 @@ def nb14_lab() -> dict:
         "rotary": rotary.difference,
         "rotary_p": rotary.p,
         "bf16": bf16.difference,
+    }
+
+
+def nb14_paired() -> dict:
+    """sacreBLEU's paired tests of notebook 14's BLEU comparisons (results/since_2017/paired_tests.json), by the
+    system's run folder: ``<name>`` its difference (the text's minus sign), ``<name>_p`` its p as the text gives it."""
+    record = _json("results/since_2017/paired_tests.json")
+    floor = 1 / (record["trials"] + 1)  # the smallest p the trials can give
+
+    def p(value: float) -> str:
+        return "≤ 0.0001" if value <= floor * 1.0001 else f"= {value:.2g}"
+
+    out = {}
+    for test in record["tests"]:
+        name = Path(test["system"]).name.replace("-", "_")
+        out[name] = f"{test['difference']:+.2f}".replace("-", "\u2212")
+        out[f"{name}_p"] = p(test["p_value"])
+        out[f"{name}_bleu"], out[f"{name}_base"] = test["system_bleu"], test["baseline_bleu"]
+    rotary = [t for t in record["tests"] if Path(t["system"]).name.startswith("rotary")]
+    out["rotary_all_p"] = p(max(t["p_value"] for t in rotary)) if len(rotary) == 3 else "(not three tests)"
+    warmup = [t for t in record["tests"] if t["question"].startswith("warm-up")]
+    out["warmup_all_p"] = p(max(t["p_value"] for t in warmup)) if len(warmup) == 6 else "(not six tests)"
+    return out
+
+
+def nb14_post_norm_4x() -> dict:
+    """The warm-up experiment's post-norm run at four times the peak against the three baseline seeds, validation loss
+    after 500 updates (one run against three: t with 2 degrees of freedom)."""
+    from transformer_lessons import lab_stats
+    from transformer_lessons.viz import lab_record
+
+    runs = {r["name"]: r for r in lab_record()["cpu"]["runs"]}
+    seeds = [lab_stats.val_loss_at(runs[f"baseline_s{i}"], 500) for i in range(3)]
+    return {"p": lab_stats.difference(seeds, [lab_stats.val_loss_at(runs["post-norm_4x-rate"], 500)]).p}
+
+
+def nb14_epochs() -> dict:
+    """baseline_s0's validation BLEU after its 4th and 5th epochs (the lab's record), and bf16's first three epochs'
+    speed in the GPU grid (results/since_2017_full/part_3.log)."""
+    import re
+
+    from transformer_lessons.viz import lab_record
+
+    history = next(r for r in lab_record()["cpu"]["runs"] if r["name"] == "baseline_s0")["history"]
+    log = (ROOT / "results/since_2017_full/part_3.log").read_text().split("== bf16")[1].split("==")[0]
+    speeds = [int(v.replace(",", "")) for v in re.findall(r"([\d,]+) tok/s", log)]
+    return {
+        "e4": history[3]["val_bleu"],
+        "e5": history[4]["val_bleu"],
+        "s1": speeds[0],
+        "s2": speeds[1],
+        "s3": speeds[2],
     }
 
 
@@ -332,6 +384,76 @@ def _min_freq_row(min_freq: int) -> dict:
 
 
 # --- the rows ------------------------------------------------------------------------------------------
+
+
+def heads_figures() -> dict:
+    """What notebook 15 and heads.py quote of results/heads/: framed heads, the curves on both samples."""
+    h = _json("results/heads/results.json")
+    base, bleu, tests = h["importance"]["baseline"], h["importance"]["bleu"], h["paired_bootstrap"]["heads"]
+    drop = {head: base - b for head, b in bleu.items()}
+    framed = sorted((drop[head], head) for head, t in tests.items() if t["p"] < 0.05)
+    top = max(drop, key=drop.get)
+    at = lambda curve, k: curve["bleu"][curve["counts"].index(k)]  # noqa: E731
+    held, random40 = h["held_out"], [at(c, 40) for c in h["held_out"]["random"]]
+    by_drop = sorted(drop, key=drop.get, reverse=True)  # the largest drop first
+    framed_ranks = sorted(1 + by_drop.index(head) for _, head in framed)[:-1]  # the three largest framed; the 4th small
+    return {
+        "baseline": base,
+        "framed": len(framed),
+        "ranks": ", ".join(f"{n}{'st' if n == 1 else 'nd' if n == 2 else 'th'}" for n in framed_ranks[:-1])
+        + f" and {framed_ranks[-1]}th",
+        "third": drop[by_drop[2]],
+        "fourth": drop[by_drop[3]],
+        "small_framed": framed[0][0],
+        "raising": sum(d < 0 for d in drop.values()),
+        "top": drop[top],  # 1.96, quoted as 2.0
+        "top_p": tests[top]["p"],
+        "b8": at(h["pruning"], 8),
+        "b40": at(h["pruning"], 40),
+        "b48": at(h["pruning"], 48),
+        "b72": at(h["pruning"], 72),
+        "on": h["layers"]["chosen"]["every head on"],
+        "cross2": h["layers"]["chosen"]["cross/2"]["bleu"],
+        "held_on": at(held["importance_order"], 0),
+        "held_8": at(held["importance_order"], 8),
+        "held_cost8": at(held["importance_order"], 0) - at(held["importance_order"], 8),
+        "held_40": at(held["importance_order"], 40),
+        "held_48": at(held["importance_order"], 48),
+        "rand_40_low": min(random40),
+        "rand_40_high": max(random40),
+    }
+
+
+def confidence_figures() -> dict:
+    """What notebook 15 and confidence.py quote of results/confidence/ beyond what the notebook prints."""
+    c = _json("results/confidence/results.json")
+    q, signal = c["quality"], c["signals"]["test"]
+    mid = sorted(f for s, f in zip(signal, q["test_2016_flickr"]["chrf"]) if -0.35 < s < -0.25)
+    rank = lambda share: mid[round(share * (len(mid) - 1))]  # noqa: E731 - the nearest rank
+    flickr = q["test_2016_flickr"]
+    return {
+        "n_mid": len(mid),
+        "p5": rank(0.05),
+        "p95": rank(0.95),
+        "auroc": c["auroc_test_captions_vs_not_captions"],
+        "spearman": flickr["spearman_signal_chrf"],
+        "auroc_bad": flickr["auroc_signal_finds_chrf_below_40"],
+        "chrf_flagged": flickr["mean_chrf_flagged"],
+        "chrf_kept": flickr["mean_chrf_not_flagged"],
+        "coco_flagged": q["test_2017_mscoco"]["flagged"],
+        "flickr_flagged": flickr["flagged"],
+        "coco_auroc": q["auroc_flickr_vs_mscoco"],
+        "stairs": signal[789],  # "Fünf Personen, angeführt von einer Frau ...", the 790th test caption
+    }
+
+
+# Notebook 13's measured DDP buckets: the gradients' size and the second bucket's, from its saved output.
+NB13_BUCKETS = output(
+    "13_many_processes",
+    "n13-buckets",
+    r"(?P<total>[\d.]+) MiB of float32 gradients[\s\S]*backward 3: 2 bucket\(s\) of [\d.]+ \+ "
+    r"(?P<second>\d+\.\d)\d MiB",
+)
 
 
 @dataclass(frozen=True)
@@ -532,22 +654,54 @@ QUOTES: list[Quote] = [
     ),
     Quote(
         "notebooks/15_inside_the_translator.ipynb#65e4cd8a",
-        "no head of the course's model costs more than {top:.1f} BLEU alone, and {cheap} of the 72 cost less than\n0.5",
-        lambda: {
-            "top": (h := _json("results/heads/results.json")["summary"])["most_important"][0][1] + 0.05,
-            "cheap": h["heads_costing_under_0.5_bleu"],
-        },
+        "Four are framed: the {ranks} largest drops, all in the last\nlayer, and one of only {small_framed:.2f}. The 3rd "
+        "and 4th largest ({third:.2f} and {fourth:.2f}) are not",
+        heads_figures,
     ),
     Quote(
-        "notebooks/15_inside_the_translator.ipynb#0c6a4b60",
-        "within 10% up to {k} heads off,\n{b32:.1f} with 32, {b40:.1f} with 40, {b48:.1f} with 48",
-        lambda: {
-            "k": (h := _json("results/heads/results.json"))["summary"]["heads_off_when_bleu_first_fell_below_90pct"]
-            - 8,
-            "b32": h["pruning"]["bleu"][h["pruning"]["counts"].index(32)],
-            "b48": h["pruning"]["bleu"][h["pruning"]["counts"].index(48)],
-            "b40": h["pruning"]["bleu"][h["pruning"]["counts"].index(40)],
-        },
+        "notebooks/15_inside_the_translator.ipynb#65e4cd8a",
+        "the {raising} heads whose removal\nraised BLEU",
+        heads_figures,
+    ),
+    Quote(
+        "notebooks/15_inside_the_translator.ipynb#e15a0c05",
+        "of the {n_mid} translations with a signal between $-0.35$ and $-0.25$, the middle 90% run from chrF {p5:.0f}\nto "
+        "{p95:.0f}",
+        confidence_figures,
+    ),
+    Quote(
+        "notebooks/15_inside_the_translator.ipynb#e15a0c05",
+        "(The 67 sentences that are not captions gave {auroc:.2f}\nagainst all 1,000 test captions.)",
+        confidence_figures,
+    ),
+    Quote(
+        "notebooks/15_inside_the_translator.ipynb#e15a0c05",
+        'brown skirt, walk up a staircase.", signal ${stairs:.2f}$, far from the threshold',
+        confidence_figures,
+    ),
+    Quote(
+        "notebooks/15_inside_the_translator.ipynb#fe20481e",
+        "(Spearman {spearman:.2f} with chrF; flagged translations average chrF {chrf_flagged:.1f} against "
+        "{chrf_kept:.1f})",
+        confidence_figures,
+    ),
+    Quote(
+        "notebooks/15_inside_the_translator.ipynb#fe20481e",
+        "as often ({coco_flagged:.1%} against {flickr_flagged:.1%}), but are hard to tell apart one at a time "
+        "(AUROC {coco_auroc:.2f})",
+        confidence_figures,
+    ),
+    Quote(
+        "notebooks/15_inside_the_translator.ipynb#fe20481e",
+        "One head alone costs at most {top:.1f} BLEU on 100 sentences, and no single drop survives a correction for "
+        "72 tests\n  (sacreBLEU's paired bootstrap); whole layers do, the last cross-attention layer most ({on:.1f} to "
+        "{cross2:.1f})",
+        heads_figures,
+    ),
+    Quote(
+        "notebooks/15_inside_the_translator.ipynb#fe20481e",
+        "BLEU falls from {held_on:.1f} to {held_48:.1f} on sentences that did not choose the order",
+        heads_figures,
     ),
     Quote(
         "notebooks/15_inside_the_translator.ipynb#fe20481e",
@@ -566,8 +720,28 @@ QUOTES: list[Quote] = [
     # the modules' docstrings quote the same measurements
     Quote(
         "transformer_lessons/heads.py",
-        "greedy, {baseline:.1f} BLEU with every head on; {seconds:.0f} s for\nthe 73 translations",
-        lambda: _json("results/heads/results.json")["importance"],
+        "the first 100 sentences of test_2016_flickr, greedy, {baseline:.1f} BLEU with every head on): no head is",
+        heads_figures,
+    ),
+    Quote(
+        "transformer_lessons/heads.py",
+        "sacreBLEU's paired bootstrap puts {framed} of the 72 drops below p = 0.05, about what chance alone gives\nin 72 "
+        "tests (3.6); only cross-attention head 1 of the last layer stands out (p = {top_p:.3f})",
+        heads_figures,
+    ),
+    Quote(
+        "transformer_lessons/heads.py",
+        "importance order, BLEU first rises ({b8:.1f} with 8 off: heads whose loss helped on these sentences),\nthen "
+        "falls: {b40:.1f} with 40 off, {b48:.1f} with 48, {b72:.1f} with all 72. On the next 100 sentences, which did\n"
+        "not choose the order, the same 8 heads cost {held_cost8:.1f} BLEU ({held_on:.1f} to {held_8:.1f}), and 40 off "
+        "keep {held_40:.1f}, where\nfive random orders keep {rand_40_low:.1f} to {rand_40_high:.1f}",
+        heads_figures,
+    ),
+    Quote(
+        "transformer_lessons/confidence.py",
+        "captions the signal and each translation's chrF against the reference have a Spearman correlation of\n"
+        "{spearman:.2f}, and the signal finds the translations with chrF under 40 with an AUROC of {auroc_bad:.2f}",
+        confidence_figures,
     ),
     Quote(
         "transformer_lessons/confidence.py",
@@ -591,6 +765,13 @@ QUOTES: list[Quote] = [
     ),
     # notebooks 12 and 13, and the teacher's guide's run times for them
     Quote(
+        "notebooks/12_incremental_decoding.ipynb#kv26",
+        "outputs of {lo} to {hi}\ntokens, {mean} on average",
+        output(
+            "12_incremental_decoding", "kv27", r"outputs of (?P<lo>\d+)-(?P<hi>\d+) tokens \(mean (?P<mean>[\d.]+)\)"
+        ),
+    ),
+    Quote(
         "docs/teaching.md",
         "every measurement takes seconds, {time} in all",
         run_time("12_incremental_decoding"),
@@ -600,8 +781,19 @@ QUOTES: list[Quote] = [
         "The whole notebook runs in {time} on a CPU (quick mode)",
         run_time("12_incremental_decoding"),
     ),
-    Quote("docs/teaching.md", "two processes with `torchrun`, {time} in all", run_time("13_many_processes")),
-    Quote("docs/teaching.md", "{Time} of CPU in all (quick mode)", run_time("13_many_processes")),
+    # notebook 13's guide rows say "under two minutes" while the measured run time is under two minutes
+    *(
+        Quote(
+            "docs/teaching.md",
+            text,
+            lambda: (
+                {"time": "under two minutes", "Time": "Under two minutes"}
+                if _json("results/notebook_times.json")["seconds"]["13_many_processes.ipynb"] < 120
+                else run_time("13_many_processes")()
+            ),
+        )
+        for text in ("two processes with `torchrun`, {time} in all", "{Time} of CPU in all (quick mode)")
+    ),
     Quote(
         "notebooks/13_many_processes.ipynb#f63bfafe",
         "One GPU (an {gpu}) trained the course's `full` preset in {train_minutes:.0f} minutes, to {bleu:.2f} test BLEU "
@@ -614,10 +806,67 @@ QUOTES: list[Quote] = [
         "{millions:.1f} million parameters of 4 bytes each, so that is some {mb:.0f} MB per rank and step.",
         full_gradients,
     ),
+    *(
+        Quote(
+            where,
+            text,
+            output(
+                "13_many_processes",
+                "n13-real-shards",
+                r"2 ranks[^\n]*\n[^\n]*weighs (?P<m2>\d+%) more[\s\S]*8 ranks[^\n]*\n[^\n]*weighs (?P<m8>\d+%) more",
+            ),
+        )
+        for where, text in (
+            ("docs/teaching.md", "over-weights a token by {m2} at the median on 2 ranks, {m8} on 8"),
+            (
+                "notebooks/13_many_processes.ipynb#905ee9eb",
+                "gives a token of the smallest shard {m2} more weight than it should in the median batch on 2\nranks, {m8} on 8",
+            ),
+        )
+    ),
     Quote(
         "notebooks/13_many_processes.ipynb#a4bf7047",
-        "until it times out (after {minutes:.0f} minutes here, `distributed.TIMEOUT`)",
+        "until the timeout (after {minutes:.0f} minutes here, `distributed.TIMEOUT`)",
         lambda: {"minutes": distributed.TIMEOUT.total_seconds() / 60},
+    ),
+    # notebook 13's PyTorch facts, read from the installed PyTorch (its docstrings and constants), and the package's
+    Quote(
+        "notebooks/13_many_processes.ipynb#n13-api-calls",
+        "PyTorch's default is {nccl} minutes for `nccl` and {other} for the others",
+        lambda: re.search(
+            r"Default value is (?P<nccl>\d+) minutes for NCCL and (?P<other>\d+) minutes for other backends",
+            torch.distributed.init_process_group.__doc__,
+        ).groupdict(),
+    ),
+    Quote(
+        "notebooks/13_many_processes.ipynb#n13-api-calls",
+        "the package allows {minutes:.0f} (`distributed.TIMEOUT`)",
+        lambda: {"minutes": distributed.TIMEOUT.total_seconds() / 60},
+    ),
+    Quote(
+        "notebooks/13_many_processes.ipynb#n13-buckets-md",
+        "A bucket holds about `bucket_cap_mb` MiB, {cap} MiB by default",
+        lambda: re.search(
+            r"a default size of (?P<cap>\d+) MiB", torch.nn.parallel.DistributedDataParallel.__doc__
+        ).groupdict(),
+    ),
+    Quote(
+        "docs/teaching.md",
+        "(two: about 1 MiB, then {second} of its {total} MiB)",
+        NB13_BUCKETS,
+    ),
+    Quote(
+        "docs/teaching.md",
+        "the second, {second} of its\n  {total} MiB, is full only at the end of backward",
+        NB13_BUCKETS,
+    ),
+    Quote(
+        "notebooks/13_many_processes.ipynb#n13-buckets-md",
+        "PyTorch {version}'s source also gives the first bucket only {first:.0f} MiB by default",
+        lambda: {
+            "version": ".".join(torch.__version__.split(".")[:2]),
+            "first": torch.distributed._DEFAULT_FIRST_BUCKET_BYTES / 2**20,
+        },
     ),
     # notebook 14's last words: the course's models since its lab
     Quote(
@@ -684,7 +933,7 @@ QUOTES: list[Quote] = [
     Quote(
         f"notebooks/{NB14}.ipynb#6f65991b",
         "the two new seeds against the baseline's three give +{fresh:.2f}, p = {fresh_p:.3f} (their validation loss "
-        "alone: {fresh_loss}, p = {fresh_loss_p:.5f})",
+        "alone, by Welch's t: {fresh_loss}, p = {fresh_loss_p:.5f})",
         nb14_lab,
     ),
     Quote(f"notebooks/{NB14}.ipynb#6f65991b", "although it is {sds:.1f} of the baselines'", nb14_lab),
@@ -692,11 +941,71 @@ QUOTES: list[Quote] = [
     Quote(f"notebooks/{NB14}.ipynb#ee462bd8", "but its BLEU gain (+{bf16:.2f}) is not shown at three seeds", nb14_lab),
     Quote("results/README.md", "rotary, 3 runs against 3: test BLEU +{rotary:.2f} (95% interval", nb14_lab),
     Quote("results/README.md", "test BLEU +{bf16:.2f} (interval", nb14_lab),
+    # sacreBLEU's paired tests (scripts/lab_paired_tests.py)
+    Quote(
+        f"notebooks/{NB14}.ipynb#6f65991b",
+        "the averaged model scored {average_2_bleu:.2f} against `baseline_s0`'s {average_2_base:.2f} ({average_2}, "
+        "p {average_2_p} by\n  the paired test below)",
+        nb14_paired,
+    ),
+    Quote(
+        f"notebooks/{NB14}.ipynb#6f65991b",
+        "Rotary beat its seed's baseline in all three pairs: {rotary},\n{rotary_s1} and {rotary_s2}, p {rotary_all_p} each. "
+        "bfloat16's three pairs gave {bf16} (p {bf16_p}), {bf16_s1} (p {bf16_s1_p}) and {bf16_s2}\n(p {bf16_s2_p}).",
+        nb14_paired,
+    ),
+    Quote(
+        f"notebooks/{NB14}.ipynb#6f65991b",
+        "single runs of pre-norm\n({pre_norm}, p {pre_norm_p}) and grouped-query attention ({gqa_2}, p {gqa_2_p}) lost",
+        nb14_paired,
+    ),
+    Quote(
+        f"notebooks/{NB14}.ipynb#8cad70a2",
+        "one run against the three seeds' losses after 500 updates gives p = {p:.2g}, so this lab cannot tell",
+        nb14_post_norm_4x,
+    ),
+    Quote(
+        f"notebooks/{NB14}.ipynb#8cad70a2",
+        "gives p {warmup_all_p} for this difference and for\n  each of the other five",
+        nb14_paired,
+    ),
+    Quote(
+        f"notebooks/{NB14}.ipynb#b7367232",
+        "beyond the noise of the test sentences (p {rotary_p} by sacreBLEU's paired\ntest, section 7)",
+        nb14_paired,
+    ),
+    Quote(
+        f"notebooks/{NB14}.ipynb#ee462bd8",
+        "noise ({cpu_rotary} on the same sentences, p {cpu_rotary_p} by sacreBLEU's paired test,\n"
+        "`results/since_2017/paired_tests.json`)",
+        nb14_paired,
+    ),
+    Quote(
+        f"notebooks/{NB14}.ipynb#ee462bd8",
+        "(bfloat16's three seed pairs:\n  p = {bf16_p}, {bf16_s1_p} and {bf16_s2_p})",
+        lambda: {k: v.removeprefix("= ") for k, v in nb14_paired().items() if isinstance(v, str)},
+    ),
+    Quote(
+        "docs/teaching.md",
+        "bfloat16's three seed pairs gave p = {bf16_p}, {bf16_s1_p} and {bf16_s2_p}\n  "
+        "(`results/since_2017/paired_tests.json`)",
+        lambda: {k: v.removeprefix("= ") for k, v in nb14_paired().items() if isinstance(v, str)},
+    ),
     Quote(f"notebooks/{NB14}.ipynb#14e667b5", "(about {about} updates; the lab's runs made", nb14_quick_updates),
     Quote(
         f"notebooks/{NB14}.ipynb#c523947e",
         "greedy: the same number of updates (about {about}) on any machine",
         nb14_quick_updates,
+    ),
+    Quote(
+        f"notebooks/{NB14}.ipynb#6f65991b",
+        "`baseline_s0`'s validation BLEU rose from {e4:.2f} to {e5:.2f} between its 4th and 5th epoch",
+        nb14_epochs,
+    ),
+    Quote(
+        f"notebooks/{NB14}.ipynb#35711bd4",
+        "In the grid, its first epoch ran at\n  {s1:,} tokens a second, the next two at {s2:,} and {s3:,}",
+        nb14_epochs,
     ),
     Quote(
         f"notebooks/{NB14}.ipynb#35711bd4",

@@ -47,3 +47,41 @@ def test_plot_decode_times_plots_totals_and_per_token():
     plt.close(fig)
     with pytest.raises(ValueError, match="2 lengths"):
         viz.plot_decode_times([10, 20], {"cached": [1.0]})
+
+
+def test_plot_kv_cache_footer_says_what_the_grey_slabs_stand_for():
+    fig = viz.plot_kv_cache(n_layers=1, t=2, S=3, n_heads=8, d_head=32, batch=1)
+    [footer] = [t for t in _texts(fig) if t.startswith("each slab")]
+    assert "B = 1, H = 8" in footer and "the 7 other heads" in footer and "sentence" not in footer.split(";")[1]
+    plt.close(fig)
+    fig = viz.plot_kv_cache(n_layers=1, t=2, S=3, n_heads=4, d_head=32, batch=2)
+    [footer] = [t for t in _texts(fig) if t.startswith("each slab")]
+    assert "the 3 other heads and 1 other sentence" in footer
+    plt.close(fig)
+    fig = viz.plot_kv_cache(n_layers=1, t=2, S=3, n_heads=1, d_head=32, batch=1)  # nothing behind: no grey slabs
+    assert "grey" not in " ".join(_texts(fig))
+    assert not [p for p in fig.axes[0].patches if p.zorder < 1]
+    plt.close(fig)
+
+
+def test_plot_kv_cache_names_rotated_keys_for_a_rotary_model():
+    plain = _texts(viz.plot_kv_cache(n_layers=1, t=2, S=3))
+    rotary = _texts(viz.plot_kv_cache(n_layers=1, t=2, S=3, rotary=True))
+    assert "self_k" in plain and "self_k (rotated)" in rotary and "self_k" not in rotary
+    assert any("keys stored rotated" in t for t in rotary) and not any("rotated" in t for t in plain)
+    plt.close("all")
+
+
+def test_plot_kv_cache_footer_is_readable_at_the_notebooks_width():
+    # At least 12 px when the figure is shown 940 px wide (tests/test_figure_text.py's rule), dark enough on white.
+    fig = viz.plot_kv_cache(n_layers=3, t=4, S=6, n_heads=8, d_head=32, batch=1, rotary=True)
+    [footer] = [t for ax in fig.axes for t in ax.texts if t.get_text().startswith("each slab")]
+    width_pt = fig.get_figwidth() * 72
+    assert footer.get_fontsize() * min(940, fig.get_figwidth() * fig.dpi) / width_pt >= 12
+    r, g, b, _ = matplotlib.colors.to_rgba(footer.get_color())
+    lum = sum(
+        w * (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4)
+        for w, c in zip((0.2126, 0.7152, 0.0722), (r, g, b))
+    )
+    assert 1.05 / (lum + 0.05) >= 4.5
+    plt.close(fig)

@@ -57,7 +57,7 @@ def criterion():
 
 
 def one_step(step_model, batch, loss):
-    """``train_step`` with plain SGD, so that the update is the gradient itself (Adam's first step is only its sign)."""
+    """``train_step`` with plain SGD, so that the update is the (clipped) gradient times the rate (Adam's first step is only its sign)."""
     optimizer = torch.optim.SGD(step_model.parameters(), lr=0.5)
     value = train_step(step_model, batch, loss, optimizer, clip_norm=1.0)
     return value

@@ -32,11 +32,13 @@ batches of about 25,000 source and 25,000 target tokens, §5.1), and expect to
 retune the warm-up.
 
 Stopping: ``torchrun`` passes Ctrl-C on to every rank. A rank never stops where
-the signal lands, since the others would wait for it forever inside an
-all-reduce: it finishes its step, and before the next one the ranks agree
-(:meth:`Distributed.stop_here`) and stop together, rank 0 saving ``last.pt``.
-Resuming works as in one process, and each step's dropout draws come from
-``(seed, step, rank)``, so a resumed run repeats the interrupted one. A rank that
+the signal lands: the others' next all-reduce would then fail at once (connection
+closed) or pair with the wrong step, and the run would end with an error at a
+step no rank saved. Instead it finishes its step, and before the next one the
+ranks agree (:meth:`Distributed.stop_here`) and stop together, rank 0 saving
+``last.pt``. Resuming works as in one process, and each step's dropout draws come
+from ``(seed, step, rank)``, so a resumed run continues exactly as the
+uninterrupted run would. A rank that
 dies (an error, killed, out of memory) breaks the others' next all-reduce: each
 says so in one line (:class:`~transformer_lessons.errors.RankLostError`, not
 gloo's traceback) and stops, and the run resumes from its last save.
@@ -58,7 +60,7 @@ from transformer_lessons.errors import RankLostError, TrainingError
 from transformer_lessons.hardware import resolve_device
 from transformer_lessons.interrupt import StepBoundary, StopRequested
 
-#: How long a rank waits for the others at a collective (rank 0 evaluating, a slow epoch end).
+#: How long a rank waits at a collective for others that are alive but busy (rank 0 evaluating, a slow epoch end).
 TIMEOUT = timedelta(minutes=60)
 
 
@@ -156,7 +158,8 @@ def shard_batch(batch, rank: int, world_size: int, pad_id: int):
     they do not divide). A batch with fewer sentences than ranks leaves some
     ranks none: they get its first sentence with every target position padding,
     which adds nothing to the loss or the gradient but keeps them in step with
-    the others' all-reduce.
+    the others' all-reduce. (Collectives pair by order, not by step: a rank that
+    skipped a step would mix its next step's gradients into the others' step.)
 
     Shape:
         every tensor keeps its width: ``(B, S) -> (B_r, S)``, masks alike.

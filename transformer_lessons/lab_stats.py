@@ -8,7 +8,9 @@ seeds (``lab.SEEDS``), rotary and bf16 with three too, the other options once. S
   itself estimated from ``n`` runs), and the t distribution with ``n - 1`` degrees of freedom: 2, with 3 seeds.
   Dividing by ``s`` as if it were known (a "z" of 3.2) overstates the evidence.
 * ``m`` runs against ``n``: the two-sample t-test with the pooled standard deviation, ``m + n - 2`` degrees of
-  freedom.
+  freedom. It assumes both sides vary alike. Welch's t (:func:`welch`) does not: each side keeps its own variance,
+  and the degrees of freedom (Welch–Satterthwaite) fall when one side is much noisier, so its p-value is the
+  cautious one when the two spreads differ.
 
 Both give a 95% interval for the difference and a two-sided p-value. Two measures are compared: test BLEU after
 the same training *time* (what the lab's table shows: a faster change makes more updates), and validation loss
@@ -22,7 +24,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 
 def _beta_fraction(a: float, b: float, x: float) -> float:
@@ -79,14 +81,14 @@ class Difference:
     low: float
     high: float
     t: float
-    df: int
+    df: float
     p: float
     n: tuple[int, int]
 
     def __str__(self) -> str:
         return (
             f"{self.difference:+.3g} [{self.low:+.3g}, {self.high:+.3g}], "
-            f"t = {self.t:.2f} ({self.df} df), p = {self.p:.2g}, runs {self.n[1]} vs {self.n[0]}"
+            f"t = {self.t:.2f} ({self.df:.3g} df), p = {self.p:.2g}, runs {self.n[1]} vs {self.n[0]}"
         )
 
 
@@ -110,10 +112,74 @@ def difference(a: Sequence[float], b: Sequence[float]) -> Difference:
         df = len(a) + len(b) - 2
         pooled = ((len(a) - 1) * statistics.variance(a) + (len(b) - 1) * statistics.variance(b)) / df
         se = math.sqrt(pooled * (1 / len(a) + 1 / len(b)))
+    return _tested(diff, se, df, (len(a), len(b)))
+
+
+def _tested(diff: float, se: float, df: float, n: tuple[int, int]) -> Difference:
+    """The difference with its standard error and degrees of freedom, made into a t, an interval and a p-value."""
     t = diff / se if se > 0 else math.copysign(math.inf, diff) if diff else 0.0
     half = t_critical(df) * se
     p = t_p_value(t, df) if math.isfinite(t) else 0.0
-    return Difference(diff, diff - half, diff + half, t, df, p, (len(a), len(b)))
+    return Difference(diff, diff - half, diff + half, t, df, p, n)
+
+
+def welch(a: Sequence[float], b: Sequence[float]) -> Difference:
+    """Welch's t-test of ``b - a``: like :func:`difference` for two runs or more a side, without assuming that both
+    sides vary alike.
+
+    The standard error is ``sqrt(s_a²/n_a + s_b²/n_b)``; the degrees of freedom are Welch–Satterthwaite's,
+    ``se⁴ / ((s_a²/n_a)² / (n_a - 1) + (s_b²/n_b)² / (n_b - 1))``: ``n_a + n_b - 2`` when the two sides vary alike
+    and have as many runs (the pooled test's), down to ``n - 1`` of the noisier side when it dominates.
+    """
+    a, b = [float(v) for v in a], [float(v) for v in b]
+    if len(a) < 2 or len(b) < 2:
+        raise ValueError(
+            f"Welch's t needs two runs or more on each side (each its own variance), got {len(a)}, {len(b)}"
+        )
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    se = math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)) if va + vb > 0 else len(a) + len(b) - 2
+    return _tested(statistics.fmean(b) - statistics.fmean(a), se, df, (len(a), len(b)))
+
+
+def paired(a: Sequence[float], b: Sequence[float]) -> Difference:
+    """The paired t-test of ``b - a``: ``a[i]`` and ``b[i]`` share a seed (the same batches), so each pair's
+    difference is one observation, and the spread that the two sides share cancels.
+
+    Standard error ``s_d / sqrt(n)`` (``s_d`` the standard deviation of the ``n`` differences), ``n - 1`` df.
+    """
+    a, b = [float(v) for v in a], [float(v) for v in b]
+    if len(a) != len(b) or len(a) < 2:
+        raise ValueError(f"the paired test needs two pairs or more, as many on each side, got {len(a)}, {len(b)}")
+    gaps = [y - x for x, y in zip(a, b)]
+    return _tested(
+        statistics.fmean(gaps), statistics.stdev(gaps) / math.sqrt(len(gaps)), len(gaps) - 1, (len(a), len(b))
+    )
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's adjusted p-values, in the order given, for ``m`` tests made together.
+
+    The smallest p is multiplied by ``m``, the next by ``m - 1``, and so on; each adjusted p is at least the one
+    before it (in sorted order) and at most 1. Rejecting where the adjusted p is below 0.05 keeps the chance of
+    any false finding among the ``m`` below 0.05.
+    """
+    m = len(p_values)
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(sorted(range(m), key=lambda j: p_values[j])):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def paired_by_seed(lab: dict, option: str, measure: Callable[[dict], float]) -> Difference:
+    """``option``'s runs against the baseline runs of the same seeds (``rotary`` with ``baseline_s0``, ``rotary_s1``
+    with ``baseline_s1``, ...), by :func:`paired`; ``measure`` reads a run's number."""
+    runs = {r["name"]: r for r in lab["runs"]}
+    seeds = [s for s in range(10) if (option if s == 0 else f"{option}_s{s}") in runs and f"baseline_s{s}" in runs]
+    base = [measure(runs[f"baseline_s{s}"]) for s in seeds]
+    return paired(base, [measure(runs[option if s == 0 else f"{option}_s{s}"]) for s in seeds])
 
 
 def val_loss_at(run: dict, step: int) -> float | None:
@@ -148,23 +214,29 @@ def options(lab: dict) -> dict[str, list[dict]]:
     return by_option
 
 
-def compare_options(lab: dict) -> dict[str, dict[str, Difference | None]]:
+def compare_options(
+    lab: dict, test: Callable[[Sequence[float], Sequence[float]], Difference] = difference, runs_at_least: int = 1
+) -> dict[str, dict[str, Difference | None]]:
     """Every option (its seeds pooled) against the baseline's seeds, on two measures:
 
     ``"test BLEU"`` after the lab's equal training time, and ``"val loss"`` after equal updates
     (:func:`common_step`). None where a measure does not apply: checkpoint averaging changes
     the weights only after the last epoch, so its loss during training is the baseline's own.
+    ``test`` is :func:`difference` or :func:`welch`; options with fewer than ``runs_at_least`` runs are left out
+    (Welch's t needs 2).
     """
     by_option = options(lab)
     base = by_option.pop("baseline")
     step = common_step([r for runs in options(lab).values() for r in runs])
     out: dict[str, dict[str, Difference | None]] = {}
     for option, its in by_option.items():
+        if len(its) < runs_at_least:
+            continue
         at_end_only = any("average_last" in r.get("changes", {}) for r in its)
         out[option] = {
-            "test BLEU": difference([r["test_bleu"] for r in base], [r["test_bleu"] for r in its]),
+            "test BLEU": test([r["test_bleu"] for r in base], [r["test_bleu"] for r in its]),
             "val loss": None
             if at_end_only
-            else difference([val_loss_at(r, step) for r in base], [val_loss_at(r, step) for r in its]),
+            else test([val_loss_at(r, step) for r in base], [val_loss_at(r, step) for r in its]),
         }
     return out

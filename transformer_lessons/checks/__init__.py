@@ -61,6 +61,7 @@ One module per concept, in the order the notebooks meet them:
 ``kv_cache``                      a key/value cache: appending a step, reordering for beams
 ``distributed``                   the loss one rank of a DDP run backpropagates
 ``modern``                        RMSNorm, a change made since the paper
+``confidence``                    the AUROC: how well one number separates two groups
 ================================  ====================================================
 """
 
@@ -69,6 +70,7 @@ from transformer_lessons.checks.attention import check_scaled_dot_product_attent
 from transformer_lessons.checks.batching import check_batch_by_tokens
 from transformer_lessons.checks.beam import check_beam_step
 from transformer_lessons.checks.bleu import check_brevity_penalty, check_modified_precision
+from transformer_lessons.checks.confidence import check_auroc
 from transformer_lessons.checks.decoder_layer import check_decoder_layer
 from transformer_lessons.checks.leak_test import check_sees_future
 from transformer_lessons.checks.decoding import check_greedy_decode
@@ -77,6 +79,7 @@ from transformer_lessons.checks.embeddings import check_embedding_scale, check_l
 from transformer_lessons.checks.encoder_layer import check_encoder_layer
 from transformer_lessons.checks.generation import check_greedy_loop
 from transformer_lessons.checks.kv_cache import check_append_kv, check_reorder_kv
+from transformer_lessons.checks.kv_position import check_cached_self_attention
 from transformer_lessons.checks.layers import check_feed_forward, check_layer_norm
 from transformer_lessons.checks.modern import check_rms_norm
 from transformer_lessons.checks.multi_head import check_multi_head_attention
@@ -95,10 +98,12 @@ from transformer_lessons.checks.vocab import check_build_vocab
 __all__ = [
     "ExerciseError",
     "check_append_kv",
+    "check_auroc",
     "check_batch_by_tokens",
     "check_beam_step",
     "check_brevity_penalty",
     "check_build_vocab",
+    "check_cached_self_attention",
     "check_causal_mask",
     "check_decoder_layer",
     "check_embedding_scale",

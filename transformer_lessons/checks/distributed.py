@@ -63,32 +63,38 @@ def _whole_batch_gradient(counts: tuple[int, ...]) -> float:
     return grad.item()
 
 
+_FIX = "[[: return local_sum * world_size / total_tokens]]"  # kept back from the message until hint()
 _BUGS = [
     (
-        "each rank averages over its own tokens (local_sum / local_tokens): DDP then averages those means, so a token of "
-        "a shard with few tokens weighs more than one of a long shard. Divide by the batch's tokens, total_tokens, and "
-        "multiply by world_size, which DDP's average divides by",
+        "each rank averages over its own tokens: DDP then averages those means, so a token of a shard with few "
+        "tokens weighs more than a token of a long shard. In the whole batch's mean every token counts alike" + _FIX,
         lambda s, n, total, world: s / n,
     ),
     (
-        "the gradient is world_size times too small: DDP divides the sum of the ranks' gradients by world_size, so "
-        "multiply local_sum / total_tokens by world_size",
+        "each rank backpropagates its share of the batch's mean loss: DDP's average then gives world_size times too "
+        "small a gradient, since it divides the sum of the ranks' gradients by world_size" + _FIX,
         lambda s, n, total, world: s / total,
     ),
     (
-        "divide by the batch's tokens, total_tokens: local_sum * world_size alone grows with the batch",
+        "nothing divides by the number of tokens: the gradient grows with the batch, a batch twice as long gives "
+        "twice the gradient" + _FIX,
         lambda s, n, total, world: s * world,
     ),
     (
-        "multiply by world_size, do not divide: DDP's average divides by it once already",
+        "world_size divides twice: DDP's average divides by it once already, so the gradient is world_size² times "
+        "too small" + _FIX,
         lambda s, n, total, world: s / world / total,
     ),
     (
-        "the loss is each rank's own mean divided by world_size: use the batch's token count, local_sum * world_size / "
-        "total_tokens",
+        "the loss is each rank's own mean divided by world_size: a token still weighs by its shard's token count, "
+        "and DDP's average divides by world_size a second time" + _FIX,
         lambda s, n, total, world: s / n / world,
     ),
-    ("the summed loss needs scaling: local_sum * world_size / total_tokens", lambda s, n, total, world: s),
+    (
+        "the summed loss is not scaled: its gradient grows with the batch's tokens, and DDP's average divides it by "
+        "world_size" + _FIX,
+        lambda s, n, total, world: s,
+    ),
 ]
 
 

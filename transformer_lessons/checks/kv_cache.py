@@ -13,7 +13,8 @@ joins or indexes the wrong axis is recognised by the shape it returns.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import contextlib
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -29,6 +30,7 @@ from transformer_lessons.checks.common import (
     shape_of,
 )
 from transformer_lessons.checks.evidence import Inputs
+from transformer_lessons import beam
 from transformer_lessons.config import ModelConfig
 from transformer_lessons.kv_cache import KVCache
 from transformer_lessons.masks import causal_mask
@@ -249,88 +251,102 @@ def check_append_kv(fn: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> str
 
 # --- reorder_kv ---------------------------------------------------------------------------
 
+_FIX_REORDER = (
+    "[[: rows = (torch.arange(A)[:, None] * K + parent)[keep].flatten(); "
+    "cache_k.index_select(0, rows), cache_v.index_select(0, rows)]]"
+)
 
-def _reordered(cache: torch.Tensor, parent: torch.Tensor) -> torch.Tensor:
-    """Row ``i`` of the result is row ``parent[i]`` of ``cache``: ``(N, H, t, Dh) -> (N', H, t, Dh)``, row by row."""
-    return torch.stack([cache[int(p)] for p in parent])
+
+def _reordered(cache: torch.Tensor, parent: torch.Tensor, keep: list[int]) -> torch.Tensor:
+    """Row by row: for each kept sentence ``a``, in order, its survivors' rows ``a * K + parent[a, k]``."""
+    K = parent.size(1)
+    return torch.stack([cache[a * K + int(p)] for a in keep for p in parent[a]])  # (A' * K, H, t, Dh)
 
 
-def _reorder_cases() -> list[tuple[str, tuple[int, int, int, int], list[int]]]:
-    """``(description, (N, H, t, Dh), parent)``: the sizes all differ and exceed every index, so a wrong axis runs."""
+def _reorder_cases() -> list[tuple[str, tuple[int, int, int, int], list[list[int]], list[int]]]:
+    """``(description, (A * K, H, t, Dh), parent (A, K), keep)``: the sizes differ from every row count and index."""
     return [
-        ("the beams swap places", (4, 5, 6, 7), [2, 0, 3, 1]),
-        ("one beam survives twice, another drops out", (4, 5, 6, 7), [1, 1, 0, 3]),
-        ("finished beams leave: 6 rows become 3", (6, 7, 8, 9), [4, 0, 5]),
+        ("two sentences whose beams swap places", (4, 5, 6, 7), [[1, 0], [1, 0]], [0, 1]),
+        ("one beam kept twice, another dropped", (6, 5, 7, 9), [[0, 0], [1, 0], [1, 1]], [0, 1, 2]),
+        ("the second of three sentences finished", (9, 5, 7, 8), [[2, 0, 1], [0, 0, 0], [1, 2, 2]], [0, 2]),
     ]
 
 
 def _reorder_shape_bug(
-    got: torch.Tensor, which: str, cache: torch.Tensor, parent: torch.Tensor
+    got: torch.Tensor, which: str, cache: torch.Tensor, parent: torch.Tensor, keep: list[int]
 ) -> ExerciseError | None:
-    shape = shape_of(got)
-    if shape == shape_of(cache) and torch.equal(got, cache) and len(parent) != cache.size(0):
+    shape, (A, K) = shape_of(got), parent.shape
+    if shape == shape_of(cache) and len(keep) < A:
         return known_bug(
-            f"your {which} are the cache as it was, {shape}: they were not reordered, so each row still "
-            f"holds the prefix it held before this step. Keep rows parent, in that order[[: cache_k.index_select(0, parent)]]"
+            f"your {which} keep the rows of every sentence, {shape}: the finished sentences (those not in keep) must "
+            f"leave the cache. Keep only the sentences in keep, K rows each{_FIX_REORDER}"
         )
     for dim, name in _AXES.items():
         indexed = list(cache.shape)
-        indexed[dim] = len(parent)
+        indexed[dim] = len(keep) * K
         if dim != 0 and shape == tuple(indexed) and shape != shape_of(cache):
             return known_bug(
                 f"your {which} were indexed along {name}: {shape}. The beams are the rows, dim 0 of "
-                "(N, H, t, Dh)[[: cache_k.index_select(0, parent), or cache_k[parent]]]"
+                f"(A * K, H, t, Dh){_FIX_REORDER}"
             )
     return None
 
 
-def _reorder_bugs(ck: torch.Tensor, cv: torch.Tensor, parent: torch.Tensor) -> list[Bug]:
-    def scattered(cache):  # out[parent[i]] = cache[i]: row i sent to parent[i] instead of fetched from it
-        out = cache.clone()
-        out[parent] = cache[: len(parent)]
-        return out
+def _reorder_bugs(ck: torch.Tensor, cv: torch.Tensor, parent: torch.Tensor, keep: list[int]) -> list[Bug]:
+    A, K = parent.shape
+    kept = torch.tensor([a * K + k for a in keep for k in range(K)])  # each kept sentence's rows, in place
+
+    def rows(index: torch.Tensor) -> Callable[[], tuple[torch.Tensor, torch.Tensor]]:
+        return lambda: (ck[index], cv[index])
 
     return [
         (
-            "the cache was not reordered: each row still holds the prefix it held before this step, while the beams now "
-            "extend other prefixes. Keep rows parent, in that order[[: cache_k.index_select(0, parent)]]",
-            lambda: (ck, cv),
+            "the cache was not reordered: each row still holds the prefix it held before this step, while the beams "
+            f"now extend other prefixes. Row a * K + k must become row a * K + parent[a, k]{_FIX_REORDER}",
+            rows(kept),
         ),
         (
-            "the values were not reordered (only the keys): reorder both caches with the same parent",
-            lambda: (_reordered(ck, parent), cv),
+            "parent[a, k] counts the prefixes of sentence a only (0 … K-1): it is not a row of the whole cache. "
+            f"Sentence a's rows start at a * K, so survivor k's row is a * K + parent[a, k]{_FIX_REORDER}",
+            rows(parent[keep].flatten()),
         ),
         (
-            "the keys were not reordered (only the values): reorder both caches with the same parent",
-            lambda: (ck, _reordered(cv, parent)),
+            "the values were not reordered (only the keys): reorder both caches with the same rows",
+            lambda: (_reordered(ck, parent, keep), cv[kept]),
         ),
         (
-            "rows went the wrong way: row i of the new cache must be FETCHED from row parent[i] (cache_k[parent], a "
-            "gather), not sent to it (out[parent] = cache_k, a scatter)",
-            lambda: (scattered(ck), scattered(cv)),
+            "the keys were not reordered (only the values): reorder both caches with the same rows",
+            lambda: (ck[kept], _reordered(cv, parent, keep)),
+        ),
+        (
+            "the rows were taken in the order argsort() gives, which sorts the prefixes by parent; it is not the "
+            f"parents themselves. Survivor k of sentence a is FETCHED from its parent's row{_FIX_REORDER}",
+            rows((torch.arange(A)[:, None] * K + parent.argsort(dim=-1))[keep].flatten()),
         ),
         (
             "keys and values are swapped: return (k, v), keys first",
-            lambda: (_reordered(cv, parent), _reordered(ck, parent)),
+            lambda: (_reordered(cv, parent, keep), _reordered(ck, parent, keep)),
         ),
     ]
 
 
-@exercise("reorder_kv", "return (k, v): row i of each new cache is row parent[i] of the old one")
+@exercise("reorder_kv", "return (k, v): the rows of the kept sentences' survivors, each its parent's row")
 def check_reorder_kv(fn: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> str:
-    """Check reordering a key/value cache to follow the beams that beam search keeps.
+    """Check reordering a key/value cache after one step of beam search, for a batch of sentences.
 
-    Expected signature: ``fn(cache_k, cache_v, parent) -> (k, v)``: after a step
-    of beam search, survivor ``i`` extends the prefix in row ``parent[i]``, so row
-    ``i`` of the new cache must hold the keys and values of row ``parent[i]`` (a
-    row may be kept twice, another dropped, and finished sentences leave). What
-    ``KVCache.reorder`` does to every tensor of the cache.
+    Expected signature: ``fn(cache_k, cache_v, parent, keep) -> (k, v)``. The cache has
+    ``K`` rows per sentence, sentence ``a`` in rows ``a * K … a * K + K - 1``. After a step,
+    survivor ``k`` of sentence ``a`` extends that sentence's prefix ``parent[a, k]`` (counted
+    from 0 within the sentence), and only the sentences in ``keep`` go on. The new cache
+    holds, for each sentence of ``keep`` in order, the rows ``a * K + parent[a, k]``: what
+    beam search's ``_follow_beams`` gives ``KVCache.reorder``.
 
-    Checked on swapped beams, a beam kept twice while another drops out, and rows
-    leaving the batch, against a reference that copies row by row.
+    Checked on two sentences whose beams swap, a beam kept twice while another drops out,
+    and a finished sentence leaving, against a reference that copies row by row.
 
     Shape:
-        cache_k, cache_v ``(N, H, t, Dh)``, parent LongTensor ``(N',)`` -> k, v ``(N', H, t, Dh)``.
+        cache_k, cache_v ``(A * K, H, t, Dh)``, parent LongTensor ``(A, K)``, keep a list of
+        ``A'`` sentence indices -> k, v ``(A' * K, H, t, Dh)``.
 
     Args:
         fn: the learner's function.
@@ -340,48 +356,66 @@ def check_reorder_kv(fn: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> st
         yet" while it still raises NotImplementedError.
 
     Raises:
-        ExerciseError: naming the likely bug (not reordered, only the keys or only
-            the values reordered, indexed along the heads, time or Dh axis,
-            scattered instead of gathered, keys and values swapped, inputs changed
-            in place).
+        ExerciseError: naming the likely bug (not reordered, parent used as rows of the
+            whole cache without the a * K offset, finished sentences kept, only the keys or only the values reordered, argsort, indexed along the
+            heads, time or Dh axis, keys and values swapped, inputs changed in place).
     """
     g = torch.Generator().manual_seed(1)
     seen = Inputs()  # a bug is named only if it explains every input
-    for description, (N, H, t, Dh), rows in _reorder_cases():
+    for description, (N, H, t, Dh), parents, keep in _reorder_cases():
         with seen.one():
-            ck, cv, parent = (
-                torch.randn(N, H, t, Dh, generator=g),
-                torch.randn(N, H, t, Dh, generator=g),
-                torch.tensor(rows),
-            )
-            originals = {"cache_k": ck, "cache_v": cv, "parent": parent}
+            ck, cv = torch.randn(N, H, t, Dh, generator=g), torch.randn(N, H, t, Dh, generator=g)
+            originals = {"cache_k": ck, "cache_v": cv, "parent": torch.tensor(parents)}
             inputs = {name: x.clone() for name, x in originals.items()}
             got = _pair(
                 call_answer(
                     fn,
                     *inputs.values(),
-                    hint="cache_k, cache_v (N, H, t, Dh), parent (N',): keep rows parent"
-                    "[[: cache_k.index_select(0, parent)]]",
+                    list(keep),
+                    hint="cache_k, cache_v (A * K, H, t, Dh), parent (A, K), keep: the rows a * K + parent[a, k] of "
+                    "the sentences in keep" + _FIX_REORDER,
                 ),
                 "reordered",
             )
             expect_unchanged(originals, inputs)
+            parent = originals["parent"]
             for value, which, cache in ((got[0], "keys", ck), (got[1], "values", cv)):
-                if isinstance(value, torch.Tensor) and (bug := _reorder_shape_bug(value, which, cache, parent)):
+                if isinstance(value, torch.Tensor) and (bug := _reorder_shape_bug(value, which, cache, parent, keep)):
                     raise bug
                 expect_tensor(
                     value,
                     f"the reordered {which} ({description})",
-                    shape=(len(rows), H, t, Dh),
+                    shape=(len(keep) * parent.size(1), H, t, Dh),
                     dtype=ck.dtype,
-                    shape_hint="One row per survivor: (N', H, t, Dh) with N' = len(parent)",
+                    shape_hint="K rows for each sentence still decoding: (A' * K, H, t, Dh) with A' = len(keep)",
                 )
             seen.compare(
                 tuple(got),
-                (_reordered(ck, parent), _reordered(cv, parent)),
-                _reorder_bugs(ck, cv, parent),
-                f"(k, v) when {description}",
-                "Expected rows parent of both caches[[: cache_k.index_select(0, parent), cache_v.index_select(0, parent)]]",
+                (_reordered(ck, parent, keep), _reordered(cv, parent, keep)),
+                _reorder_bugs(ck, cv, parent, keep),
+                f"(k, v) for {description}",
+                f"Expected, for each sentence a in keep, the rows a * K + parent[a, k] of both caches{_FIX_REORDER}",
             )
     seen.verdict()
-    return "swapped beams, a beam kept twice, and finished beams leaving, against a row-by-row copy"
+    return "beams swapping, a beam kept twice, and a finished sentence leaving, against a row-by-row copy"
+
+
+@contextlib.contextmanager
+def beams_not_reordered() -> Iterator[None]:
+    """Inside it, cached beam search forgets to reorder its cache: the bug that reorder_kv prevents, for notebook 12.
+
+    Finished sentences still leave the cache (that is not the bug shown), but each of a sentence's
+    ``K`` rows keeps its own past instead of taking its parent's: row ``a * K + k`` stays row ``a * K + k``.
+    """
+
+    def keep_rows(cache: KVCache | None, parent: torch.Tensor, keep: list[int], K: int) -> None:
+        if cache is not None:
+            rows = torch.arange(parent.size(0) * K, device=parent.device).view(-1, K)[keep]  # (A', K): no parent
+            cache.reorder(rows.flatten())
+
+    follow = beam._follow_beams
+    beam._follow_beams = keep_rows
+    try:
+        yield
+    finally:
+        beam._follow_beams = follow

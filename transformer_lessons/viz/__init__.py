@@ -24,6 +24,10 @@ One file per thing you look at; every name below is also ``viz.<name>``:
   ``beam_tree_explorer`` (type German, choose the beam and α, see the tree);
 * ``error_analysis.py``: ``plot_bleu_by_length``, ``plot_beam_vs_greedy``, ``error_browser`` (the
   test sentences from worst to best, with their attention);
+* ``rotary.py``: ``plot_rotary_pairs`` (a query and a key turned by their positions: the angle depends on m - n);
+* ``ddp.py``: ``plot_ddp_step`` (one batch split over ranks), ``plot_ddp_overlap`` (a schematic of DDP's buckets
+  being all-reduced while backward goes on);
+* ``confidence.py``: ``plot_signal_vs_quality`` (the confidence signal against chrF, and on MS COCO);
 * ``heads.py``: ``plot_head_importance``, ``plot_pruning_curve`` (which heads matter),
   ``head_switchboard`` (switch heads off, read the translation again);
 * ``widgets.py`` and ``common.py``: what the widgets and the plots share, public so that each picture
@@ -56,6 +60,9 @@ from transformer_lessons.viz.explorer import (
     translation_explorer,
 )
 from transformer_lessons.viz.beam_tree import BeamTreeExplorer, beam_tree_explorer, plot_beam_tree
+from transformer_lessons.viz.confidence import plot_signal_vs_quality
+from transformer_lessons.viz.ddp import plot_ddp_overlap, plot_ddp_step
+from transformer_lessons.viz.rotary import plot_rotary_pairs
 from transformer_lessons.viz.error_analysis import (
     ErrorBrowser,
     error_browser,
@@ -107,8 +114,11 @@ __all__ = [
     "plot_beam_tree",
     "plot_beam_vs_greedy",
     "plot_bleu_by_length",
+    "plot_ddp_overlap",
+    "plot_ddp_step",
     "plot_decode_times",
     "plot_head_importance",
+    "plot_signal_vs_quality",
     "plot_heads",
     "plot_history",
     "plot_kv_cache",
@@ -122,6 +132,7 @@ __all__ = [
     "plot_shifted_target",
     "plot_warmup",
     "plot_pruning_curve",
+    "plot_rotary_pairs",
     "positional_encoding_explorer",
     "translator",
 ]

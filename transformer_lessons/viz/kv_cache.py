@@ -18,16 +18,23 @@ from matplotlib.patches import Rectangle
 
 _SELF_CMAP = "viridis"
 _CROSS_COLOR = "#9ecae1"
-_DEPTH = 0.35  # offset of the shadow slabs that stand for the H heads and B sentences behind each slab
+_DEPTH = 0.35  # offset of the two grey slabs behind each slab, which stand for the other heads (and sentences)
 _HEIGHT = 3.0  # the Dh axis, drawn this tall
 
 
 def _slab(
-    ax, x: float, y: float, colors: Sequence, label: str, dashed_next: bool = False, text_color: str = "white"
+    ax,
+    x: float,
+    y: float,
+    colors: Sequence,
+    label: str,
+    dashed_next: bool = False,
+    text_color: str = "white",
+    shadows: bool = True,
 ) -> float:
-    """One ``(Dh, columns)`` slab at ``(x, y)``, two shadows behind it, columns numbered; returns its right edge."""
+    """One ``(Dh, columns)`` slab at ``(x, y)``, two shadows behind it (if ``shadows``), columns numbered; returns its right edge."""
     width = len(colors) + (1 if dashed_next else 0)
-    for depth in (2, 1):  # the other heads / sentences, behind
+    for depth in (2, 1) if shadows else ():  # the other heads / sentences, behind
         ax.add_patch(
             Rectangle(
                 (x + depth * _DEPTH, y + depth * _DEPTH),
@@ -67,22 +74,34 @@ def _arrow(ax, start: tuple[float, float], end: tuple[float, float], label: str,
     ax.text((start[0] + end[0]) / 2, (start[1] + end[1]) / 2 - below, label, fontsize=9, **text)
 
 
+def _footer(n_heads: int, batch: int) -> str:
+    """What a slab is, and what the two grey slabs behind it stand for (the other heads and sentences, by number)."""
+    footer = f"each slab: one head of one sentence (B = {batch}, H = {n_heads})"
+    others = [
+        f"{n} other {what}{'s' if n > 1 else ''}" for n, what in ((n_heads - 1, "head"), (batch - 1, "sentence")) if n
+    ]
+    return footer + (f"; the two grey slabs behind it stand for the {' and '.join(others)}" if others else "")
+
+
 def plot_kv_cache(
-    n_layers: int = 3, t: int = 4, S: int = 6, n_heads: int = 8, d_head: int = 32, batch: int = 1
+    n_layers: int = 3, t: int = 4, S: int = 6, n_heads: int = 8, d_head: int = 32, batch: int = 1, rotary: bool = False
 ) -> Figure:
     """The key/value cache of a decoder after ``t`` steps, layer by layer.
 
     Each slab is one sentence and one head: ``Dh`` tall, one column per position.
     Self-attention columns are coloured by the step that wrote them, the dashed red
     column is where the next step appends; the cross-attention slabs have ``S``
-    columns, fixed for the whole sentence. The shadows behind stand for the other
-    heads and sentences (``B, H``).
+    columns, fixed for the whole sentence. The two grey slabs behind each slab stand
+    for the other ``H - 1`` heads (and ``B - 1`` sentences), whatever their number; the
+    footer says how many.
 
     Args:
         n_layers: decoder layers (rows of the figure).
         t: positions decoded so far.
         S: source positions (the encoder's output).
         n_heads, d_head, batch: ``H``, ``Dh`` and ``B``, written in the labels.
+        rotary: the model rotates its self-attention keys (RoFormer): the cached keys
+            are the rotated ones, each for its own position, and the labels say so.
 
     Returns:
         The Figure.
@@ -98,18 +117,19 @@ def plot_kv_cache(
     top = (n_layers - 1) * row + _HEIGHT + 2.5 * _DEPTH + 0.8
     left, bottom = -3.6, -2.6
     fig, ax = plt.subplots(figsize=(0.4 * (right - left), 0.4 * (top + 2.2 - bottom)))
+    shadows = n_heads * batch > 1  # one head of one sentence has nothing behind it
     for layer in range(n_layers):
         y = (n_layers - 1 - layer) * row
         ax.text(-1.2, y + _HEIGHT / 2, f"decoder\nlayer {layer}", ha="right", va="center", fontsize=10, weight="bold")
-        _slab(ax, 0, y, colors, "self_k", dashed_next=True)
-        _slab(ax, self_v_x, y, colors, "self_v", dashed_next=True)
-        _slab(ax, cross_k_x, y, [_CROSS_COLOR] * S, "cross_k", text_color="#333333")
-        _slab(ax, cross_v_x, y, [_CROSS_COLOR] * S, "cross_v", text_color="#333333")
+        _slab(ax, 0, y, colors, "self_k (rotated)" if rotary else "self_k", dashed_next=True, shadows=shadows)
+        _slab(ax, self_v_x, y, colors, "self_v", dashed_next=True, shadows=shadows)
+        _slab(ax, cross_k_x, y, [_CROSS_COLOR] * S, "cross_k", text_color="#333333", shadows=shadows)
+        _slab(ax, cross_v_x, y, [_CROSS_COLOR] * S, "cross_v", text_color="#333333", shadows=shadows)
     ax.text(
         (self_v_x + t + 1) / 2,
         top,
         f"self-attention, per layer: (B, H, t, Dh) = ({batch}, {n_heads}, {t}, {d_head})\n"
-        "one column more at every step",
+        "one column more at every step" + ("\nkeys stored rotated, each for its own position" if rotary else ""),
         ha="center",
         va="bottom",
         fontsize=10.5,
@@ -126,15 +146,7 @@ def plot_kv_cache(
     _arrow(ax, (0, -0.9), (t, -0.9), "t positions decoded", below=0.2, ha="center", va="top")
     _arrow(ax, (cross_k_x, -0.9), (cross_k_x + S, -0.9), "S source positions", below=0.2, ha="center", va="top")
     _arrow(ax, (-0.35, 0), (-0.35, _HEIGHT), "Dh ", ha="right", va="center")
-    ax.text(
-        right,
-        bottom + 0.1,
-        "behind each slab: the other heads (H) and sentences (B)",
-        ha="right",
-        va="bottom",
-        fontsize=8.5,
-        color="#777777",
-    )
+    ax.text(right, bottom + 0.1, _footer(n_heads, batch), ha="right", va="bottom", fontsize=12.5, color="#444444")
     ax.set_xlim(left, right + 0.2)
     ax.set_ylim(bottom, top + 2.2)
     ax.set_aspect("equal")

@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-from transformer_lessons.lab_stats import common_step, compare_options, options, val_loss_at
+from transformer_lessons.lab_stats import common_step, compare_options, holm, options, val_loss_at
 from transformer_lessons.viz.widgets import HIGHLIGHT_COLOR, FigureWidget, widget_figure
 
 LAB_FILE = Path(__file__).resolve().parents[1] / "data" / "lab_since_2017.json"
@@ -128,7 +128,7 @@ def plot_lab(part: dict, title: str = "") -> Figure:
     base = runs["baseline"]
     step = common_step([r for its in runs.values() for r in its])
     y = np.arange(len(names))
-    fig, axes = plt.subplots(1, 2, figsize=(12, 0.5 * len(names) + 2.0), sharey=True, layout="constrained")
+    fig, axes = plt.subplots(1, 2, figsize=(12, 0.55 * len(names) + 2.4), sharey=True, layout="constrained")
     measures = (
         ("test BLEU", lambda r: r["test_bleu"], "test BLEU minus the baselines' mean (higher is better)"),
         (
@@ -137,6 +137,8 @@ def plot_lab(part: dict, title: str = "") -> Figure:
             f"validation loss at {step:,} updates minus the baselines' mean (lower is better)",
         ),
     )
+    tested = [(name, key) for name in names for key, _, _ in measures if compared[name][key] is not None]
+    adjusted = dict(zip(tested, holm([compared[name][key].p for name, key in tested])))
     for ax, (key, value, label) in zip(axes, measures):
         ax.axvline(0.0, color=BASELINE_COLOR, linewidth=1.2)
         centre = statistics.fmean(value(r) for r in base)
@@ -144,11 +146,19 @@ def plot_lab(part: dict, title: str = "") -> Figure:
         for yi, name in zip(y, names):
             d = compared[name][key]
             if d is None:
-                ax.text(0.0, yi, "  does not apply (averaging acts after training)", va="center", fontsize=9)
+                ax.text(
+                    0.0,
+                    yi,
+                    "does not apply: averaging acts after training",
+                    ha="center",
+                    va="center",
+                    fontsize=9,
+                    bbox={"facecolor": "white", "edgecolor": "none"},
+                )
                 continue
-            better = d.low > 0 if key == "test BLEU" else d.high < 0
-            worse = d.high < 0 if key == "test BLEU" else d.low > 0
-            colour = OTHER_COLOR if better else WORSE_COLOR if worse else BASELINE_COLOR
+            found = adjusted[(name, key)] < 0.05  # Holm over all the figure's tests: a finding among them all
+            better = found and (d.difference > 0) == (key == "test BLEU")
+            colour = OTHER_COLOR if better else WORSE_COLOR if found else BASELINE_COLOR
             ax.plot([d.low, d.high], [yi, yi], color=colour, linewidth=2.5, solid_capstyle="butt")
             ax.scatter(
                 [value(r) - centre for r in runs[name]],
@@ -158,19 +168,34 @@ def plot_lab(part: dict, title: str = "") -> Figure:
                 s=30,
                 zorder=3,
             )
-            ax.text(d.high, yi - 0.32, f" {d.difference:+.3g}, p = {d.p:.2g}", fontsize=8.5, color=colour)
+            # the numbers sit on the row, above the middle of its own line: they cannot reach another row or panel
+            ax.text(
+                d.difference,
+                yi - 0.22,
+                f"{d.difference:+.3g}, p = {d.p:.2g}\nHolm {adjusted[(name, key)]:.2g}",
+                fontsize=8.5,
+                color=colour,
+                ha="center",
+                va="bottom",
+                bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5},
+                zorder=4,
+            )
+        ax.margins(x=0.15)
         ax.set_xlabel(label, fontsize=9)
         ax.grid(axis="x", alpha=0.3)
     axes[0].set_yticks(
         [-1, *y],
         [f"baseline ({len(base)} seeds)", *[f"{n} ({len(runs[n])} run{'s' * (len(runs[n]) > 1)})" for n in names]],
     )
-    axes[0].invert_yaxis()
+    axes[0].set_ylim(len(names) - 0.5, -1.7)  # top to bottom, with room for the numbers above the first row
     axes[0].set_title("after the same training time", fontsize=10)
     axes[1].set_title("after the same number of updates", fontsize=10)
     fig.suptitle(
-        (title + "\n" if title else "") + "each change against the paper's model: the line is its 95% interval "
-        "(t-test with the runs' own noise), the dots are runs",
+        (title + "\n" if title else "")
+        + "each change minus the paper's model. A dot is one run. A line is the 95% interval of the difference: "
+        "a t-test, with the spread between\nthe baseline's seeds as the noise. Blue: better, red: worse, grey: "
+        f"not told apart from the noise, by Holm's p\n(each p adjusted for the {len(tested)} tests made together; "
+        "the p beside it is the test's own).",
         fontsize=10,
     )
     return fig
@@ -204,34 +229,55 @@ def run_named(part: dict, name: str) -> dict:
     raise KeyError(f"no run called {name!r}; the record has {', '.join(r['name'] for r in part['runs'])}")
 
 
-WARMUP_SCHEDULES = {  # the warm-up runs' name endings: what their schedule does, and its colour
+WARMUP_SCHEDULES = {  # the warm-up runs' name endings (as in the table): what their schedule does, and its colour
     "usual": ("the usual warm-up and peak", BASELINE_COLOR),
-    "no-ramp": ("no warm-up, the usual peak from update 1", OTHER_COLOR),
-    "no-warmup": ("no warm-up (warmup=1: 20x the peak at first)", WORSE_COLOR),
-    "4x-rate": ("warm-up, 4x the peak", HIGHLIGHT_COLOR),
+    "no-ramp": ("no ramp: the usual peak from update 1", OTHER_COLOR),
+    "no-warmup": ("no warm-up (warmup=1): 20x the peak at first", WORSE_COLOR),
+    "4x-rate": ("warm-up, four times the peak", HIGHLIGHT_COLOR),
 }
 
 
 def plot_warmup(part: dict) -> Figure:
-    """The warm-up experiment: validation BLEU against updates, post-norm (left) and pre-norm (right), one line
-    per schedule (:data:`WARMUP_SCHEDULES`): each run of 2.5 minutes, compared at equal updates."""
+    """The warm-up experiment: validation loss against updates, post-norm (left) and pre-norm (right), one line per
+    schedule (:data:`WARMUP_SCHEDULES`, labelled with the run names of the table), each run of 2.5 minutes. The grey
+    band is the noise: the range of the baseline's seeds (post-norm, the usual schedule) at the same updates."""
     runs = [r for r in part["runs"] if r.get("group") == "warmup"]
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4), sharey=True, layout="constrained")
+    seeds = options(part)["baseline"]
+    steps = sorted({h["step"] for r in runs for h in r.get("history", [])})
+    band = [(s, [val_loss_at(r, s) for r in seeds]) for s in steps]
+    band = [(s, losses) for s, losses in band if None not in losses]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5.4), sharey=True, layout="constrained")
     for ax, norm in zip(axes, ("post-norm", "pre-norm")):
+        if band:
+            at = [s for s, _ in band]
+            ax.fill_between(
+                at,
+                [min(v) for _, v in band],
+                [max(v) for _, v in band],
+                color=BASELINE_COLOR,
+                alpha=0.25,
+                linewidth=0,
+                label=f"baseline_s0 to s{len(seeds) - 1} (post-norm, usual): their range, the noise",
+            )
+            ax.scatter([s for s, v in band for _ in v], [x for _, v in band for x in v], color=BASELINE_COLOR, s=6)
         for ending, (label, colour) in WARMUP_SCHEDULES.items():
             run = next((r for r in runs if r["name"] == f"{norm}_{ending}"), None)
             if run is None:
                 continue
-            points = [(h["step"], h["val_bleu"]) for h in run.get("history", []) if h.get("val_bleu") is not None]
-            ax.plot(*zip(*points), "o-", color=colour, label=label, markersize=4)
+            points = [(h["step"], h["val_loss"]) for h in run.get("history", []) if h.get("val_loss") is not None]
+            ax.plot(*zip(*points), "o-", color=colour, label=f"{run['name']}: {label}", markersize=5)
             if run.get("diverged"):
                 ax.text(0.02, 0.95, f"{run['name']}: diverged", transform=ax.transAxes, va="top", color=WORSE_COLOR)
         ax.set_title(f"{norm}" + (" (the paper's)" if norm == "post-norm" else ""), fontsize=10)
         ax.set_xlabel("updates")
+        ax.set_xticks(steps)
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("validation BLEU (greedy)")
-    axes[1].legend(fontsize=8, loc="upper left")
-    fig.suptitle("the learning rate's start, 2.5 minutes a run: warm-up taken away, and the peak rate changed, apart")
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1, frameon=False)
+    axes[0].set_ylabel("validation loss (lower is better)")
+    fig.suptitle(
+        "the learning rate's start, 2.5 minutes a run: validation loss after the same updates.\n"
+        "The ramp taken away, the peak rate changed: each apart."
+    )
     return fig
 
 
@@ -252,7 +298,9 @@ def plot_long(part: dict) -> Figure:
     counts = [next(iter(long.values()))[b]["n"] for b in buckets]
     ax.set_xticks(x, [f"{b} words\n({n} sentences)" for b, n in zip(buckets, counts)])
     ax.set_ylabel("sacreBLEU")
-    ax.set_title("two test captions joined into one: longer than most training sentences")
+    ax.set_title(
+        "two test captions joined into one, by source length\n(few training sentences have more than 20 words)"
+    )
     ax.legend()
     ax.grid(axis="y", alpha=0.3)
     return fig
@@ -321,6 +369,7 @@ class LabExplorer(FigureWidget):
         fig = widget_figure(12.0, 3.8)
         axes = fig.subplots(1, 2)
         draw_curves(axes, [a, b], [BASELINE_COLOR, HIGHLIGHT_COLOR])
+        fig.suptitle(f"A: {a['name']}  against  B: {b['name']}", fontsize=11)  # named in the static copy too
         return fig
 
 
