@@ -217,6 +217,7 @@ def missing_figures(nb, rel_path: str, course: Course) -> list[str]:
 
 def same_code(a: str, b: str) -> bool:
     """Do two Python sources differ at most in their comments (and the blank space around them)?"""
+
     def tokens(text: str) -> list[tuple[int, str]]:
         skip = (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT)
         try:
