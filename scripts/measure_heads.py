@@ -25,6 +25,8 @@ import statistics
 from pathlib import Path
 
 import torch
+from sacrebleu.metrics import BLEU
+from sacrebleu.significance import PairedTest
 
 from transformer_lessons import data
 from transformer_lessons.heads import (
@@ -63,11 +65,14 @@ def _write(out: Path, record: dict) -> None:
         SHIPPED.write_text(text)
 
 
+def bootstrap(systems: list[tuple[str, list[str]]], references: list[str]) -> list:
+    """sacreBLEU's paired bootstrap (1,000 resamples) of each system against the first: its ``Result`` for each, baseline first."""
+    _, scores = PairedTest(systems, {"BLEU": BLEU()}, [references], test_type="bs", n_samples=1000)()
+    return scores["BLEU"]
+
+
 def layer_tests(model, samples: dict, beam: int, vocab: dict) -> dict:
     """Each attention layer's 8 heads off together, on each sample, tested against every head on (paired bootstrap)."""
-    from sacrebleu.metrics import BLEU
-    from sacrebleu.significance import PairedTest
-
     layers = sorted({(kind, layer) for kind, layer, _ in all_heads(model)}, key=lambda r: (KINDS.index(r[0]), r[1]))
     record = {}
     for name, (sources, references) in samples.items():
@@ -78,24 +83,19 @@ def layer_tests(model, samples: dict, beam: int, vocab: dict) -> dict:
             systems.append(
                 (f"{kind}/{layer}", translations_with_heads_off(model, sources, heads, beam_size=beam, **vocab))
             )
-        _, scores = PairedTest(systems, {"BLEU": BLEU()}, [references], test_type="bs", n_samples=1000)()
-        record[name] = {"every head on": scores["BLEU"][0].score} | {
-            system: {"bleu": result.score, "p": result.p_value}
-            for (system, _), result in zip(systems[1:], scores["BLEU"][1:])
+        results = bootstrap(systems, references)
+        record[name] = {"every head on": results[0].score} | {
+            system: {"bleu": result.score, "p": result.p_value} for (system, _), result in zip(systems[1:], results[1:])
         }
     return record
 
 
 def paired_tests(importance, references: list[str]) -> dict:
     """sacreBLEU's paired bootstrap of each head off against every head on: ``{head: {"p": p, "ci": half-width}}``."""
-    from sacrebleu.metrics import BLEU
-    from sacrebleu.significance import PairedTest
-
     names = ["/".join(map(str, head)) for head in importance.bleu]
     systems = [("every head on", importance.translations[None])]
     systems += [(name, importance.translations[head]) for name, head in zip(names, importance.bleu)]
-    _, scores = PairedTest(systems, {"BLEU": BLEU()}, [references], test_type="bs", n_samples=1000)()
-    results = scores["BLEU"][1:]  # the first is the baseline itself
+    results = bootstrap(systems, references)[1:]  # the first is the baseline itself
     return {name: {"p": result.p_value, "ci": result.ci} for name, result in zip(names, results)}
 
 
